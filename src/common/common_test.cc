@@ -1,0 +1,70 @@
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "common/clock.h"
+#include "common/ids.h"
+#include "common/quantity.h"
+#include "common/status.h"
+
+namespace falcon {
+namespace {
+
+TEST(Quantity, Cpu) {
+  EXPECT_EQ(*ParseCpuMillis("500m"), 500);
+  EXPECT_EQ(*ParseCpuMillis("2"), 2000);
+  EXPECT_EQ(*ParseCpuMillis("0.5"), 500);
+  EXPECT_FALSE(ParseCpuMillis("two").ok());
+  EXPECT_FALSE(ParseCpuMillis("").ok());
+  EXPECT_FALSE(ParseCpuMillis("5x").ok());
+}
+
+TEST(Quantity, Memory) {
+  EXPECT_EQ(*ParseMemoryBytes("1Gi"), 1073741824);
+  EXPECT_EQ(*ParseMemoryBytes("500M"), 500000000);
+  EXPECT_EQ(*ParseMemoryBytes("1e3"), 1000);
+  auto bad = ParseMemoryBytes("1GB");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("1GB"), std::string::npos);
+}
+
+TEST(Ids, UuidV7IsTimeOrdered) {
+  FakeClock clock;
+  FakeRandom rnd;
+  std::string a = NewUuidV7(clock, rnd);
+  clock.Advance(std::chrono::milliseconds(1));
+  std::string b = NewUuidV7(clock, rnd);
+  EXPECT_EQ(a.size(), 36u);
+  EXPECT_EQ(a[14], '7');
+  EXPECT_LT(a, b);
+  EXPECT_EQ(PodNameForAnalysis("AB_c"), "falcon-analysis-ab-c");
+}
+
+TEST(Status, Mapping) {
+  EXPECT_EQ(HttpStatusFor(absl::StatusCode::kNotFound), 404);
+  EXPECT_EQ(CodeName(absl::StatusCode::kFailedPrecondition), "FAILED_PRECONDITION");
+  EXPECT_EQ(CodeFromName("UNAVAILABLE"), absl::StatusCode::kUnavailable);
+  auto g = ToGrpcStatus(absl::NotFoundError("x"));
+  EXPECT_EQ(g.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(FromGrpcStatus(g).code(), absl::StatusCode::kNotFound);
+}
+
+TEST(Clock, FakeClockWakesSleepersOnAdvance) {
+  FakeClock clock;
+  std::thread t([&] { clock.SleepFor(std::chrono::seconds(10), nullptr); });
+  while (clock.Sleepers() == 0) std::this_thread::yield();
+  clock.Advance(std::chrono::seconds(10));
+  t.join();
+}
+
+TEST(Clock, Rfc3339RoundTrip) {
+  Time t = Time(std::chrono::microseconds(1'700'000'000'123'456LL));
+  std::string s = FormatRfc3339(t);
+  EXPECT_EQ(s, "2023-11-14T22:13:20.123456Z");
+  Time back;
+  ASSERT_TRUE(ParseRfc3339(s, &back));
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::microseconds>(back - t).count(), 0);
+}
+
+}  // namespace
+}  // namespace falcon

@@ -1,0 +1,93 @@
+// PodRuntime: where one analysis runs as one isolated Pod. Implementations: Kubernetes (REST API) and the
+// local runtime (detached, supervised process trees that outlive the controller; the embedded default).
+// Pods are named after the analysis (PodNameForAnalysis), so creating one twice is harmless.
+// All methods are thread-safe.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+
+namespace falcon::runtime {
+
+inline constexpr char kAnalysisIdLabel[] = "falcon.dev/analysis-id";
+inline constexpr char kExpIdLabel[] = "falcon.dev/exp-id";
+inline constexpr char kAnalysisTypeLabel[] = "falcon.dev/analysis-type";
+inline constexpr char kManagedByLabel[] = "app.kubernetes.io/managed-by";
+inline constexpr char kManagedByValue[] = "analyzer-controller";
+
+// Kubernetes quantities; empty means unset.
+struct ResourceSpec {
+  std::string cpu_request, cpu_limit, memory_request, memory_limit;
+};
+
+struct PodSpec {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  // argv of the container: falcon-runner and its flags (see docs/runner.md).
+  std::vector<std::string> args;
+  std::map<std::string, std::string> env;
+  ResourceSpec resources;
+  int64_t active_deadline_seconds = 0;  // 0: none
+};
+
+enum class PodPhase { kPending, kRunning, kSucceeded, kFailed, kUnknown };
+const char* PodPhaseName(PodPhase p);
+
+struct PodStatus {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  PodPhase phase = PodPhase::kPending;
+  std::optional<int> exit_code;  // set once the container terminated
+  std::string reason;            // e.g. Completed, Error, OOMKilled, Evicted, DeadlineExceeded, Unschedulable
+  std::string message;           // human-readable detail
+  Time created_at{};
+  std::optional<Time> started_at;
+  std::optional<Time> finished_at;
+  bool deleting = false;         // a delete was requested and the Pod is terminating
+};
+
+struct PodEvent {
+  enum class Type { kAdded, kModified, kDeleted };
+  Type type;
+  PodStatus pod;
+};
+
+// Equality-based label selector: every pair must match.
+using LabelSelector = std::map<std::string, std::string>;
+
+// A running watch; destroying it stops delivery (the destructor waits for an in-flight callback).
+class WatchHandle {
+ public:
+  virtual ~WatchHandle() = default;
+};
+
+class PodRuntime {
+ public:
+  virtual ~PodRuntime() = default;
+
+  // Creates the Pod. ALREADY_EXISTS if a Pod of that name exists (the caller adopts it).
+  virtual absl::Status Create(const PodSpec& spec) = 0;
+  // Deletes the Pod, killing its processes after `grace_seconds` (SIGTERM first). NOT_FOUND if absent.
+  virtual absl::Status Delete(const std::string& name, int grace_seconds) = 0;
+  // NOT_FOUND if absent.
+  virtual absl::StatusOr<PodStatus> Get(const std::string& name) = 0;
+  virtual absl::StatusOr<std::vector<PodStatus>> List(const LabelSelector& selector) = 0;
+  // Delivers ADDED/MODIFIED/DELETED events for matching Pods from a runtime thread until the handle is
+  // destroyed. After a (re)connect the current Pods are delivered again as ADDED; a consumer must treat
+  // events as hints and read the current state (level-triggered).
+  virtual std::unique_ptr<WatchHandle> Watch(const LabelSelector& selector,
+                                             std::function<void(const PodEvent&)> on_event) = 0;
+  // The Pod's combined stdout+stderr from byte `offset` (also while running). NOT_FOUND if the Pod is gone.
+  virtual absl::StatusOr<std::string> ReadLogs(const std::string& name, int64_t offset = 0) = 0;
+};
+
+}  // namespace falcon::runtime

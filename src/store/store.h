@@ -1,0 +1,116 @@
+// Store: the database behind falcon-apiserver (the only owner of it). Two implementations behave the same:
+// SQLite (embedded default, "sqlite:///path/to/file.db") and MySQL/MariaDB ("mysql://user:pass@host:port/db").
+// Migrations are applied by OpenStore. All methods are thread-safe.
+//
+// Domain types are the proto messages of falcon/api/v1/types.proto. Timestamps are kept with microsecond
+// precision in UTC.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "falcon/api/v1/types.pb.h"
+
+namespace falcon::store {
+
+using api::v1::AnalysisRecord;
+using api::v1::AnalysisStatus;
+using api::v1::Artifact;
+using api::v1::Exp;
+using api::v1::ExpStatus;
+
+inline constexpr size_t kMaxScriptBytes = 1'048'576;  // 1 MiB
+
+struct ExpAwaitingRow {
+  Exp exp;
+  Artifact artifact;
+};
+
+struct ListAnalysesQuery {
+  std::string exp_id;                     // empty: any
+  std::vector<AnalysisStatus> statuses;   // empty: any
+  int page_size = 50;                     // 1..1000
+  std::string page_token;                 // opaque, from a previous page; empty: first page
+};
+
+struct AnalysisPage {
+  std::vector<AnalysisRecord> records;    // newest first (created_at desc, analysis_id desc)
+  std::string next_page_token;            // empty when this is the last page
+};
+
+struct ListExpsQuery {
+  ExpStatus status = api::v1::EXP_STATUS_UNSPECIFIED;  // UNSPECIFIED: any
+  int page_size = 100;
+  std::string page_token;
+};
+
+struct ExpPage {
+  std::vector<Exp> exps;  // newest first
+  std::string next_page_token;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // --- Exps and artifacts ---
+  // Inserts exp (exp_id and timestamps must be set by the caller). ALREADY_EXISTS if the id is taken.
+  virtual absl::Status CreateExp(const Exp& exp) = 0;
+  // NOT_FOUND if unknown.
+  virtual absl::StatusOr<Exp> GetExp(const std::string& exp_id) = 0;
+  // Sets status and updated_at (and completed_at when status is COMPLETED). NOT_FOUND if unknown.
+  virtual absl::StatusOr<Exp> UpdateExpStatus(const std::string& exp_id, ExpStatus status, Time now) = 0;
+  virtual absl::StatusOr<ExpPage> ListExps(const ListExpsQuery& q) = 0;
+  // Inserts artifact (artifact_id and created_at set by the caller). NOT_FOUND if the Exp is unknown.
+  virtual absl::Status CreateArtifact(const Artifact& artifact) = 0;
+  virtual absl::StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& exp_id) = 0;
+  // (Exp, Artifact) pairs: Exp COMPLETED, artifact without an offline analysis record; oldest artifact
+  // first (artifacts.created_at, artifact_id). Index-backed.
+  virtual absl::StatusOr<std::vector<ExpAwaitingRow>> ListExpsAwaitingAnalysis(int limit) = 0;
+
+  // --- Analysis records ---
+  // Inserts a fully formed record (id, status, timestamps set by the caller). NOT_FOUND if the Exp does
+  // not exist; ALREADY_EXISTS for a second offline record of the same (exp_id, artifact_id) — enforced by a
+  // unique index — or a duplicate analysis_id.
+  virtual absl::Status CreateAnalysisRecord(const AnalysisRecord& record) = 0;
+  virtual absl::StatusOr<AnalysisRecord> GetAnalysisRecord(const std::string& analysis_id) = 0;
+  virtual absl::StatusOr<AnalysisPage> ListAnalysisRecords(const ListAnalysesQuery& q) = 0;
+  // Copies the fields named in `paths` from `update` and sets updated_at = now, atomically:
+  // - paths may be "name", "status", "error_message", "result_gcs_path"; anything else INVALID_ARGUMENT;
+  // - a terminal record never changes, and a status change must be a legal transition
+  //   (pending->running|failed|cancelled, running->succeeded|failed|cancelled, same status for
+  //   non-terminal): otherwise FAILED_PRECONDITION. The check is a conditional UPDATE in the database.
+  // NOT_FOUND for an unknown id. Returns the record as stored afterwards.
+  virtual absl::StatusOr<AnalysisRecord> UpdateAnalysisRecord(const std::string& analysis_id,
+                                                              const AnalysisRecord& update,
+                                                              const std::vector<std::string>& paths,
+                                                              Time now) = 0;
+  // NOT_FOUND for an unknown id.
+  virtual absl::Status DeleteAnalysisRecord(const std::string& analysis_id) = 0;
+  // Every PENDING or RUNNING record, oldest first.
+  virtual absl::StatusOr<std::vector<AnalysisRecord>> ListNonTerminalAnalyses() = 0;
+
+  // --- Fencing ---
+  // Atomically: if epoch >= the highest epoch recorded for `lease`, records it and returns OK; otherwise
+  // FAILED_PRECONDITION ("stale leader epoch N < M"). Used to refuse writes from a deposed controller.
+  virtual absl::Status CheckFencingEpoch(const std::string& lease, int64_t epoch) = 0;
+
+  // Human-readable query plan of the ListExpsAwaitingAnalysis query (EXPLAIN), for docs and tests.
+  virtual absl::StatusOr<std::string> ExplainAwaitingQuery() = 0;
+};
+
+// Opens "sqlite:///abs/path.db" (also "sqlite://relative.db" / ":memory:") or
+// "mysql://user:pass@host:port/db" (optionally "?socket=/path"), and applies pending migrations.
+// INVALID_ARGUMENT for a malformed URL (naming the accepted forms); UNAVAILABLE if the server cannot be
+// reached.
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& url);
+
+// True if `to` is a legal next status from `from` (the state machine of DESIGN.md §3).
+bool IsLegalTransition(AnalysisStatus from, AnalysisStatus to);
+bool IsTerminal(AnalysisStatus s);
+
+}  // namespace falcon::store
