@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what is missing, builds, prepares the real services the tests start
+# (MariaDB comes from Debian's packages; the kube-apiserver and the GCS emulator are built from Go modules
+# and cached), then runs every test with ctest. Usage: scripts/test.sh [extra ctest args, e.g. -L unit]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+JOBS=${JOBS:-$(nproc)}
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "installing build and test dependencies (idempotent)"
+bash scripts/setup.sh
+
+step "configuring and building into build/ (-j$JOBS)"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+ninja -C build -j"$JOBS"
+
+# Services built from Go modules: built once here so the tests' own start-up is quick.
+if [ -x test/k8s/control-plane.sh ]; then
+  step "building the test kube-apiserver (cached after the first build)"
+  test/k8s/control-plane.sh build
+fi
+if [ -x test/gcs/emulator.sh ]; then
+  step "installing the GCS emulator (cached after the first install)"
+  test/gcs/emulator.sh install
+fi
+
+step "running the tests"
+cd build
+# Unit tests in parallel; tests that start real services and processes one at a time so that timing-based
+# robustness checks are not starved on a small machine.
+ctest --output-on-failure -j"$JOBS" -L unit "$@"
+ctest --output-on-failure -j1 -LE unit "$@"
+step "all tests passed"
