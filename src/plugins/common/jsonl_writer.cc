@@ -1,0 +1,59 @@
+#include "plugins/common/jsonl_writer.h"
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+
+namespace falcon::plugins {
+
+absl::StatusOr<std::unique_ptr<JsonlWriter>> JsonlWriter::OpenFile(const std::string& path) {
+  std::error_code ec;
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("cannot create output file ", path, ": ", std::strerror(errno)));
+  }
+  std::setvbuf(f, nullptr, _IOFBF, 1 << 20);
+  return std::unique_ptr<JsonlWriter>(new JsonlWriter(f, path));
+}
+
+JsonlWriter::~JsonlWriter() {
+  if (file_ != nullptr) std::fclose(file_);
+}
+
+Json JsonlWriter::Record(const std::string& record_type) const {
+  Json r;
+  r["record_type"] = record_type;
+  r["source"] = source_;
+  return r;
+}
+
+void JsonlWriter::Write(const Json& record) {
+  line_ = record.dump(-1, ' ', false, Json::error_handler_t::replace);
+  line_.push_back('\n');
+  if (file_ != nullptr) {
+    std::fwrite(line_.data(), 1, line_.size(), file_);
+  } else {
+    stream_->write(line_.data(), static_cast<std::streamsize>(line_.size()));
+  }
+  ++records_;
+}
+
+absl::Status JsonlWriter::Close() {
+  if (file_ != nullptr) {
+    bool bad = std::fflush(file_) != 0 || std::ferror(file_) != 0;
+    bad = (std::fclose(file_) != 0) || bad;
+    file_ = nullptr;
+    if (bad) return absl::DataLossError(absl::StrCat("writing ", path_, " failed: ", std::strerror(errno)));
+    return absl::OkStatus();
+  }
+  stream_->flush();
+  if (!*stream_) return absl::DataLossError("writing the output stream failed");
+  return absl::OkStatus();
+}
+
+}  // namespace falcon::plugins

@@ -1,0 +1,152 @@
+#include <gtest/gtest.h>
+#include <zlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "plugins/common/jsonl_writer.h"
+#include "plugins/common/plugin_io.h"
+#include "plugins/common/plugin_main.h"
+
+namespace falcon::plugins {
+namespace {
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "plugin-common-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string Write(const std::string& rel, const std::string& content) {
+    fs::path p = fs::path(path_) / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << content;
+    return p.string();
+  }
+  std::string WriteGz(const std::string& rel, const std::string& content) {
+    fs::path p = fs::path(path_) / rel;
+    fs::create_directories(p.parent_path());
+    gzFile f = gzopen(p.c_str(), "wb");
+    gzwrite(f, content.data(), static_cast<unsigned>(content.size()));
+    gzclose(f);
+    return p.string();
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(PluginIo, CollectInputsWalksDirectoriesWithFilterAndKeepsExplicitFiles) {
+  TempDir d;
+  d.Write("a/x.trace.json", "{}");
+  d.Write("a/b/y.trace.json.gz", "");
+  d.Write("a/notes.txt", "");
+  std::string explicit_file = d.Write("other.bin", "");
+  auto files = CollectInputs({d.path() + "/a", explicit_file},
+                             [](const std::string& n) { return HasSuffixMaybeGz(n, ".trace.json"); });
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ(files->size(), 3u);
+  EXPECT_EQ((*files)[0], d.path() + "/a/b/y.trace.json.gz");
+  EXPECT_EQ((*files)[1], d.path() + "/a/x.trace.json");
+  EXPECT_EQ((*files)[2], explicit_file);
+  EXPECT_EQ(CollectInputs({d.path() + "/missing"}, nullptr).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(PluginIo, ReadsGzipAndPlainFilesAlike) {
+  TempDir d;
+  std::string text(300000, 'q');
+  text += "end";
+  auto plain = ReadWholeFile(d.Write("p.txt", text));
+  auto gz = ReadWholeFile(d.WriteGz("p.txt.gz", text));
+  ASSERT_TRUE(plain.ok() && gz.ok());
+  EXPECT_EQ(*plain, text);
+  EXPECT_EQ(*gz, text);
+}
+
+TEST(PluginIo, TruncatedGzipIsDataLoss) {
+  TempDir d;
+  std::string text;
+  for (int i = 0; i < 100000; ++i) text += std::to_string(i * 7919 % 10007);
+  std::string gz = d.WriteGz("t.gz", text);
+  fs::resize_file(gz, fs::file_size(gz) / 2);
+  auto r = ReadWholeFile(gz);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();
+}
+
+TEST(PluginIo, InputErrorCarriesLocation) {
+  auto s = InputError("bad", 12, 345);
+  EXPECT_EQ(ErrorLine(s), 12);
+  EXPECT_EQ(ErrorOffset(s), 345);
+  EXPECT_FALSE(ErrorLine(absl::InternalError("x")).has_value());
+}
+
+TEST(JsonlWriter, RecordsStartWithTypeAndSource) {
+  std::ostringstream os;
+  JsonlWriter w(os);
+  w.set_source("f.json");
+  Json r = w.Record("op");
+  r["n"] = 1;
+  w.Write(r);
+  ASSERT_TRUE(w.Close().ok());
+  EXPECT_EQ(os.str(), "{\"record_type\":\"op\",\"source\":\"f.json\",\"n\":1}\n");
+}
+
+PluginInfo TestInfo() {
+  PluginInfo info;
+  info.name = "demo";
+  info.description = "demo plugin";
+  info.file_kinds = "*.demo files";
+  info.filter = [](const std::string& n) { return HasSuffixMaybeGz(n, ".demo"); };
+  return info;
+}
+
+TEST(PluginMain, DefaultsComeFromEnvironment) {
+  const char* argv[] = {"demo"};
+  auto o = ParsePluginArgs(TestInfo(), 1, argv, {{"FALCON_INPUT_DIR", "/in"}, {"FALCON_OUTPUT_DIR", "/out"}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_EQ(o->inputs, std::vector<std::string>{"/in"});
+  EXPECT_EQ(o->output, "/out/demo.jsonl");
+  auto missing = ParsePluginArgs(TestInfo(), 1, argv, {});
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  const char* help[] = {"demo", "--help"};
+  auto h = ParsePluginArgs(TestInfo(), 2, help, {});
+  ASSERT_TRUE(h.ok());
+  EXPECT_TRUE(h->help);
+  EXPECT_NE(h->help_text.find("--input"), std::string::npos);
+}
+
+TEST(PluginMain, ErrorRecordsAndExitStatus) {
+  TempDir d;
+  d.Write("in/good.demo", "ok");
+  d.Write("in/bad.demo", "bad");
+  PluginOptions o;
+  o.inputs = {d.path() + "/in", d.path() + "/nope"};
+  o.output = d.path() + "/out/demo.jsonl";
+  AnalyzeFn fn = [](const std::string& path, JsonlWriter& out) -> absl::Status {
+    auto data = ReadWholeFile(path);
+    if (*data == "bad") return InputError("bad content", 3, std::nullopt);
+    out.Write(out.Record("fine"));
+    return absl::OkStatus();
+  };
+  EXPECT_EQ(RunPluginOnInputs(TestInfo(), o, fn), 0);
+  std::ifstream f(o.output);
+  std::vector<Json> recs;
+  for (std::string line; std::getline(f, line);) recs.push_back(Json::parse(line));
+  ASSERT_EQ(recs.size(), 3u);
+  EXPECT_EQ(recs[0]["record_type"], "error");  // the missing path
+  EXPECT_EQ(recs[0]["code"], "NOT_FOUND");
+  EXPECT_EQ(recs[1]["record_type"], "error");
+  EXPECT_EQ(recs[1]["line"], 3);
+  EXPECT_EQ(recs[1]["source"], d.path() + "/in/bad.demo");
+  EXPECT_EQ(recs[2]["record_type"], "fine");
+
+  o.inputs = {d.path() + "/in/bad.demo"};
+  EXPECT_EQ(RunPluginOnInputs(TestInfo(), o, fn), 1);
+}
+
+}  // namespace
+}  // namespace falcon::plugins
