@@ -1,0 +1,491 @@
+package main
+
+// The fake kubelet: there is no container runtime in the test control plane, so this loop plays the
+// kubelet for one Node. It binds every unscheduled Pod to its Node, runs the first container's
+// command+args as a local process with the Pod's env (plus FALCON_WORK_DIR/TMPDIR pointing at per-Pod
+// directories that stand for the emptyDir volumes), reports Running and then Succeeded/Failed with the real
+// exit code through the status subresource, enforces activeDeadlineSeconds (DeadlineExceeded), kills the
+// process when the Pod is deleted and then removes the Pod with grace period 0, and serves the container
+// log at the kubelet's /containerLogs endpoint so that `pods/{name}/log` (with follow) works through the
+// apiserver.
+//
+// Pods annotated falcon.dev/fake-kubelet=ignore are left alone (tests that write the status themselves).
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const ignoreAnnotation = "falcon.dev/fake-kubelet"
+
+type podRun struct {
+	uid      types.UID
+	cmd      *exec.Cmd
+	done     chan struct{}
+	logPath  string
+	deleted  bool
+	deadline bool
+}
+
+type kubelet struct {
+	client   kubernetes.Interface
+	node     string
+	runDir   string
+	path     string
+	mu       sync.Mutex
+	runs     map[types.UID]*podRun
+	logPaths map[string]string // ns/pod/container -> file
+}
+
+func runKubelet(args []string) int {
+	fs := flag.NewFlagSet("kubelet", flag.ContinueOnError)
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of a cluster-admin")
+	node := fs.String("node-name", "falcon-node", "name of the Node this kubelet plays")
+	runDir := fs.String("run-dir", "", "directory for per-Pod work dirs and logs")
+	port := fs.Int("port", 0, "HTTPS port of the log endpoint on 127.0.0.1")
+	cert := fs.String("tls-cert", "", "serving certificate (signed by the apiserver's --kubelet-certificate-authority)")
+	key := fs.String("tls-key", "", "serving key")
+	path := fs.String("path", "", "directories prepended to PATH when running a container command")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *kubeconfig == "" || *runDir == "" || *port == 0 || *cert == "" || *key == "" {
+		fmt.Fprintln(os.Stderr, "kubelet: --kubeconfig, --run-dir, --port, --tls-cert and --tls-key are required")
+		return 2
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubelet: %v\n", err)
+		return 1
+	}
+	cfg.QPS = 200
+	cfg.Burst = 400
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "kubelet: %v\n", err)
+		return 1
+	}
+	k := &kubelet{client: client, node: *node, runDir: *runDir, path: *path,
+		runs: map[types.UID]*podRun{}, logPaths: map[string]string{}}
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/containerLogs/", k.serveLogs)
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok") })
+	srv := &http.Server{Addr: fmt.Sprintf("127.0.0.1:%d", *port), Handler: mux}
+	go func() {
+		if err := srv.ListenAndServeTLS(*cert, *key); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintf(os.Stderr, "kubelet: log endpoint: %v\n", err)
+			os.Exit(1)
+		}
+	}()
+
+	ctx := context.Background()
+	if err := k.registerNode(ctx, *port); err != nil {
+		fmt.Fprintf(os.Stderr, "kubelet: cannot register node: %v\n", err)
+		return 1
+	}
+	go k.heartbeat(ctx, *port)
+
+	factory := informers.NewSharedInformerFactory(client, 30*time.Second)
+	inf := factory.Core().V1().Pods().Informer()
+	queue := make(chan *corev1.Pod, 4096)
+	enqueue := func(obj interface{}) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			queue <- p
+		}
+	}
+	inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, n interface{}) { enqueue(n) },
+	})
+	stop := make(chan struct{})
+	factory.Start(stop)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	go func() {
+		<-sigs
+		// Take the Pods' processes down with the kubelet (as if the node went away).
+		k.mu.Lock()
+		for _, r := range k.runs {
+			if r.cmd != nil && r.cmd.Process != nil {
+				_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+			}
+		}
+		k.mu.Unlock()
+		os.Exit(0)
+	}()
+	for p := range queue {
+		k.sync(ctx, p)
+	}
+	return 0
+}
+
+func (k *kubelet) nodeObject(port int) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: k.node, Labels: map[string]string{"kubernetes.io/hostname": k.node}},
+	}
+}
+
+func (k *kubelet) nodeStatus(n *corev1.Node, port int) {
+	now := metav1.Now()
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+	n.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(port)
+	n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+		Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
+	n.Status.Phase = corev1.NodeRunning
+}
+
+func (k *kubelet) registerNode(ctx context.Context, port int) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		n, err := k.client.CoreV1().Nodes().Get(ctx, k.node, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			n, err = k.client.CoreV1().Nodes().Create(ctx, k.nodeObject(port), metav1.CreateOptions{})
+		}
+		if err == nil {
+			k.nodeStatus(n, port)
+			_, err = k.client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+			if err == nil {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+func (k *kubelet) heartbeat(ctx context.Context, port int) {
+	for range time.Tick(20 * time.Second) {
+		_ = k.registerNode(ctx, port)
+	}
+}
+
+func isTerminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+func (k *kubelet) sync(ctx context.Context, p *corev1.Pod) {
+	if p.Annotations[ignoreAnnotation] == "ignore" {
+		return
+	}
+	if p.Spec.NodeName != "" && p.Spec.NodeName != k.node {
+		return
+	}
+	k.mu.Lock()
+	run := k.runs[p.UID]
+	k.mu.Unlock()
+
+	if p.DeletionTimestamp != nil {
+		if run != nil {
+			k.mu.Lock()
+			run.deleted = true
+			k.mu.Unlock()
+			terminate(run, p.DeletionGracePeriodSeconds)
+		}
+		go func() {
+			if run != nil {
+				<-run.done
+			}
+			zero := int64(0)
+			uid := p.UID
+			err := k.client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+				GracePeriodSeconds: &zero, Preconditions: &metav1.Preconditions{UID: &uid}})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				fmt.Fprintf(os.Stderr, "kubelet: delete %s/%s: %v\n", p.Namespace, p.Name, err)
+			}
+		}()
+		return
+	}
+	if run != nil || isTerminal(p) {
+		return
+	}
+	if p.Spec.NodeName == "" {
+		err := k.client.CoreV1().Pods(p.Namespace).Bind(ctx, &corev1.Binding{
+			ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID},
+			Target:     corev1.ObjectReference{Kind: "Node", Name: k.node},
+		}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+			fmt.Fprintf(os.Stderr, "kubelet: bind %s/%s: %v\n", p.Namespace, p.Name, err)
+		}
+		return // the update event of the binding brings the Pod back
+	}
+	k.start(ctx, p)
+}
+
+func terminate(run *podRun, grace *int64) {
+	if run.cmd == nil || run.cmd.Process == nil {
+		return
+	}
+	_ = syscall.Kill(-run.cmd.Process.Pid, syscall.SIGTERM)
+	g := int64(30)
+	if grace != nil {
+		g = *grace
+	}
+	go func() {
+		select {
+		case <-run.done:
+		case <-time.After(time.Duration(g) * time.Second):
+			_ = syscall.Kill(-run.cmd.Process.Pid, syscall.SIGKILL)
+		}
+	}()
+}
+
+func (k *kubelet) start(ctx context.Context, p *corev1.Pod) {
+	if len(p.Spec.Containers) == 0 {
+		return
+	}
+	c := p.Spec.Containers[0]
+	argv := append(append([]string{}, c.Command...), c.Args...)
+	podDir := filepath.Join(k.runDir, "pods", p.Namespace+"_"+p.Name+"_"+string(p.UID))
+	workDir := filepath.Join(podDir, "work")
+	tmpDir := filepath.Join(podDir, "tmp")
+	_ = os.MkdirAll(workDir, 0o755)
+	_ = os.MkdirAll(tmpDir, 0o755)
+	logPath := filepath.Join(podDir, c.Name+".log")
+	run := &podRun{uid: p.UID, done: make(chan struct{}), logPath: logPath}
+	k.mu.Lock()
+	k.runs[p.UID] = run
+	k.logPaths[p.Namespace+"/"+p.Name+"/"+c.Name] = logPath
+	k.mu.Unlock()
+
+	logFile, err := os.Create(logPath)
+	started := metav1.Now()
+	var startErr error
+	if err != nil {
+		startErr = err
+	} else if len(argv) == 0 {
+		startErr = errors.New("container has no command and no args (the fake kubelet does not know images)")
+	} else {
+		env := os.Environ()
+		for _, e := range c.Env {
+			env = append(env, e.Name+"="+e.Value)
+		}
+		// The emptyDir volumes at /work and /tmp become per-Pod folders (later entries win).
+		env = append(env, "FALCON_WORK_DIR="+workDir, "TMPDIR="+tmpDir, "HOSTNAME="+p.Name)
+		if k.path != "" {
+			env = append(env, "PATH="+k.path+":"+os.Getenv("PATH"))
+		}
+		cmd := exec.Command(argv[0], argv[1:]...)
+		// Resolve argv[0] with the prepended PATH.
+		if k.path != "" && !strings.Contains(argv[0], "/") {
+			for _, d := range strings.Split(k.path, ":") {
+				if st, err := os.Stat(filepath.Join(d, argv[0])); err == nil && !st.IsDir() {
+					cmd.Path = filepath.Join(d, argv[0])
+					break
+				}
+			}
+		}
+		cmd.Env = env
+		cmd.Dir = workDir
+		if c.WorkingDir != "" {
+			if st, err := os.Stat(c.WorkingDir); err == nil && st.IsDir() {
+				cmd.Dir = c.WorkingDir
+			}
+		}
+		cmd.Stdout = logFile
+		cmd.Stderr = logFile
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+		run.cmd = cmd
+		startErr = cmd.Start()
+	}
+	if startErr != nil {
+		if logFile != nil {
+			fmt.Fprintf(logFile, "fake kubelet: cannot start container: %v\n", startErr)
+			logFile.Close()
+		}
+		close(run.done)
+		k.writeStatus(ctx, p, corev1.PodFailed, c, started, &corev1.ContainerStateTerminated{
+			ExitCode: 128, Reason: "StartError", Message: startErr.Error(), StartedAt: started, FinishedAt: metav1.Now()}, "", "")
+		return
+	}
+	k.writeStatus(ctx, p, corev1.PodRunning, c, started, nil, "", "")
+
+	if p.Spec.ActiveDeadlineSeconds != nil {
+		d := time.Duration(*p.Spec.ActiveDeadlineSeconds) * time.Second
+		go func() {
+			select {
+			case <-run.done:
+			case <-time.After(d):
+				k.mu.Lock()
+				run.deadline = true
+				k.mu.Unlock()
+				zero := int64(2)
+				terminate(run, &zero)
+			}
+		}()
+	}
+	go func() {
+		err := run.cmd.Wait()
+		logFile.Close()
+		close(run.done)
+		code := int32(0)
+		reason := "Completed"
+		if err != nil {
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+					code = 128 + int32(ws.Signal())
+				} else {
+					code = int32(ee.ExitCode())
+				}
+			} else {
+				code = 128
+			}
+			reason = "Error"
+		}
+		k.mu.Lock()
+		deleted, deadline := run.deleted, run.deadline
+		k.mu.Unlock()
+		if deleted {
+			return
+		}
+		phase := corev1.PodSucceeded
+		if code != 0 {
+			phase = corev1.PodFailed
+		}
+		podReason, podMsg := "", ""
+		if deadline {
+			phase = corev1.PodFailed
+			podReason = "DeadlineExceeded"
+			podMsg = fmt.Sprintf("Pod was active on the node longer than the specified deadline")
+		}
+		k.writeStatus(ctx, p, phase, c, started, &corev1.ContainerStateTerminated{
+			ExitCode: code, Reason: reason, StartedAt: started, FinishedAt: metav1.Now()}, podReason, podMsg)
+	}()
+}
+
+// writeStatus replaces the Pod's status (re-reading on conflict).
+func (k *kubelet) writeStatus(ctx context.Context, orig *corev1.Pod, phase corev1.PodPhase, c corev1.Container,
+	started metav1.Time, term *corev1.ContainerStateTerminated, reason, msg string) {
+	for attempt := 0; attempt < 20; attempt++ {
+		p, err := k.client.CoreV1().Pods(orig.Namespace).Get(ctx, orig.Name, metav1.GetOptions{})
+		if err != nil || p.UID != orig.UID {
+			return
+		}
+		now := metav1.Now()
+		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: "fake://" + c.Image,
+			ContainerID: "fake://" + string(p.UID)}
+		ready := corev1.ConditionFalse
+		if term == nil {
+			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: started}
+			cs.Ready = true
+			t := true
+			cs.Started = &t
+			ready = corev1.ConditionTrue
+		} else {
+			cs.State.Terminated = term
+		}
+		p.Status.Phase = phase
+		p.Status.Reason = reason
+		p.Status.Message = msg
+		p.Status.HostIP = "127.0.0.1"
+		p.Status.HostIPs = []corev1.HostIP{{IP: "127.0.0.1"}}
+		p.Status.PodIP = "127.0.0.1"
+		p.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
+		p.Status.StartTime = &started
+		p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+		p.Status.Conditions = []corev1.PodCondition{
+			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			{Type: corev1.ContainersReady, Status: ready, LastTransitionTime: now},
+			{Type: corev1.PodReady, Status: ready, LastTransitionTime: now},
+		}
+		_, err = k.client.CoreV1().Pods(p.Namespace).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		if err == nil || apierrors.IsNotFound(err) {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			fmt.Fprintf(os.Stderr, "kubelet: status of %s/%s: %v\n", p.Namespace, p.Name, err)
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+}
+
+// serveLogs implements GET /containerLogs/{ns}/{pod}/{container}[?follow=true&tailLines=N&limitBytes=N].
+func (k *kubelet) serveLogs(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/containerLogs/"), "/")
+	if len(parts) != 3 {
+		http.Error(w, "want /containerLogs/{namespace}/{pod}/{container}", http.StatusBadRequest)
+		return
+	}
+	key := strings.Join(parts, "/")
+	k.mu.Lock()
+	path, ok := k.logPaths[key]
+	var run *podRun
+	for _, rr := range k.runs {
+		if rr.logPath == path {
+			run = rr
+		}
+	}
+	k.mu.Unlock()
+	if !ok {
+		http.Error(w, "container "+key+" is not running on this node", http.StatusNotFound)
+		return
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return
+	}
+	defer f.Close()
+	follow := r.URL.Query().Get("follow") == "true"
+	w.Header().Set("Content-Type", "text/plain")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	rd := bufio.NewReader(f)
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := rd.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+		if err == io.EOF {
+			if !follow || run == nil {
+				return
+			}
+			select {
+			case <-run.done:
+				// Drain what was written before the exit, then end.
+				rest, _ := io.ReadAll(rd)
+				w.Write(rest)
+				return
+			case <-r.Context().Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		if err != nil {
+			return
+		}
+	}
+}
