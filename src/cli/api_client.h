@@ -1,0 +1,87 @@
+// The falcon CLI's client of the falcon-apiserver HTTP/JSON API (routes in docs/cli.md). Every failure is
+// an absl::Status whose message says what went wrong and what to do: an unreachable server names its
+// address, an API error keeps the server's code and message. Not thread-safe: one client per command.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace httplib {
+class Client;
+}
+
+namespace falcon::cli {
+
+using Query = std::vector<std::pair<std::string, std::string>>;
+
+// One piece of an analysis log from GET /v1/analyses/{id}/logs?offset=N.
+struct LogChunk {
+  std::string content;
+  int64_t next_offset = 0;
+  // The analysis is terminal and content reached the end of its stored log.
+  bool complete = false;
+  // The server sent X-Falcon-Complete (older servers may not).
+  bool has_complete_header = false;
+};
+
+struct ClientOptions {
+  std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::milliseconds request_timeout{60000};
+};
+
+class ApiClient {
+ public:
+  // `server` is "http://host:port" or "https://host:port" (a bare "host:port" means http), optionally
+  // with a path prefix ("http://host/falcon").
+  explicit ApiClient(std::string server, ClientOptions options = {});
+  ~ApiClient();
+
+  const std::string& server() const { return server_; }
+
+  // JSON round trips. `path` starts with "/v1/"; callers escape ids with EscapeSegment. A 2xx answer
+  // with an empty body yields an empty object.
+  absl::StatusOr<nlohmann::json> Get(const std::string& path, const Query& query = {});
+  absl::StatusOr<nlohmann::json> Send(const std::string& method, const std::string& path,
+                                      const nlohmann::json& body, const Query& query = {});
+
+  // GET /v1/analyses/{id}/logs?offset=N.
+  absl::StatusOr<LogChunk> GetLogs(const std::string& analysis_id, int64_t offset);
+
+  // Streams GET `path` into `sink` (called once per received block; returning false aborts). Returns the
+  // number of bytes received.
+  absl::StatusOr<int64_t> Download(const std::string& path,
+                                   const std::function<bool(const char*, size_t)>& sink);
+
+  // Streams the local file `local_path` as the body of PUT `path` (application/octet-stream) and returns
+  // the JSON answer.
+  absl::StatusOr<nlohmann::json> UploadFile(const std::string& path, const std::string& local_path);
+
+  // Percent-escapes one path segment ("a b/c" -> "a%20b%2Fc").
+  static std::string EscapeSegment(const std::string& s);
+  // Escapes a relative path segment by segment, keeping the '/' separators.
+  static std::string EscapePath(const std::string& s);
+
+ private:
+  std::string Url(const std::string& path, const Query& query) const;
+  absl::Status TransportError(int err, const std::string& method, const std::string& path) const;
+
+  std::string server_;
+  std::string base_path_;
+  std::unique_ptr<httplib::Client> http_;
+};
+
+// The status for a non-2xx HTTP answer: the API's {"error":{"code","message"}} when present, otherwise
+// the HTTP status with the start of the body.
+absl::Status StatusFromHttp(int http_status, const std::string& body);
+
+}  // namespace falcon::cli

@@ -1,0 +1,243 @@
+#include "cli/output.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <ctime>
+
+namespace falcon::cli {
+namespace {
+
+bool IsContinuation(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+constexpr size_t kGap = 3;
+constexpr size_t kMinShrunk = 6;
+
+}  // namespace
+
+size_t DisplayWidth(std::string_view s) {
+  size_t w = 0;
+  for (unsigned char c : s) {
+    if (IsContinuation(c)) continue;
+    if (c < 0x20 || c == 0x7F) continue;
+    ++w;
+  }
+  return w;
+}
+
+std::string Truncate(std::string_view s, size_t width) {
+  if (DisplayWidth(s) <= width) return std::string(s);
+  if (width == 0) return "";
+  // Keep width-1 code points, then the ellipsis.
+  std::string out;
+  size_t w = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    unsigned char c = s[i];
+    if (!IsContinuation(c) && c >= 0x20 && c != 0x7F) {
+      if (w == width - 1) break;
+      ++w;
+    }
+    out.push_back(static_cast<char>(c));
+  }
+  // Drop continuation bytes of a code point we cut in half (cannot happen with the loop above, but keep
+  // the output valid UTF-8 whatever the input).
+  out += "\xE2\x80\xA6";  // …
+  return out;
+}
+
+std::string OneLine(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7F) {
+      if (!out.empty() && out.back() != ' ') out.push_back(' ');
+    } else {
+      out.push_back(static_cast<char>(c));
+    }
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+Table::Table(std::vector<std::string> headers, std::vector<bool> shrinkable)
+    : headers_(std::move(headers)), shrinkable_(std::move(shrinkable)) {
+  shrinkable_.resize(headers_.size(), false);
+}
+
+void Table::AddRow(std::vector<std::string> cells) {
+  cells.resize(headers_.size());
+  for (auto& c : cells) c = OneLine(c);
+  rows_.push_back(std::move(cells));
+}
+
+std::string Table::Render(size_t max_width) const {
+  const size_t n = headers_.size();
+  std::vector<size_t> width(n);
+  for (size_t i = 0; i < n; ++i) {
+    width[i] = DisplayWidth(headers_[i]);
+    for (const auto& r : rows_) width[i] = std::max(width[i], DisplayWidth(r[i]));
+  }
+  auto total = [&] {
+    size_t t = n > 0 ? kGap * (n - 1) : 0;
+    for (size_t w : width) t += w;
+    return t;
+  };
+  if (max_width > 0) {
+    while (total() > max_width) {
+      // Narrow the widest column that may still shrink.
+      size_t best = n;
+      for (size_t i = 0; i < n; ++i) {
+        size_t floor = std::max(kMinShrunk, DisplayWidth(headers_[i]));
+        if (!shrinkable_[i] || width[i] <= floor) continue;
+        if (best == n || width[i] > width[best]) best = i;
+      }
+      if (best == n) break;  // nothing left to narrow: let the terminal wrap
+      --width[best];
+    }
+  }
+  std::string out;
+  auto emit = [&](const std::vector<std::string>& cells) {
+    std::string line;
+    for (size_t i = 0; i < n; ++i) {
+      std::string cell = Truncate(cells[i], width[i]);
+      line += cell;
+      if (i + 1 < n) line.append(width[i] - DisplayWidth(cell) + kGap, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line;
+    out += '\n';
+  };
+  emit(headers_);
+  for (const auto& r : rows_) emit(r);
+  return out;
+}
+
+std::string RenderDetails(const std::vector<std::pair<std::string, std::string>>& kv, size_t max_width) {
+  size_t key_width = 0;
+  for (const auto& [k, v] : kv) key_width = std::max(key_width, DisplayWidth(k) + 1);
+  std::string out;
+  for (const auto& [k, v] : kv) {
+    std::string line = k + ":";
+    line.append(key_width - DisplayWidth(k) - 1 + 2, ' ');
+    std::string value = v.empty() ? "-" : v;
+    // Multi-line values (commands, messages) keep their lines, indented under the first.
+    size_t start = 0;
+    bool first = true;
+    while (start <= value.size()) {
+      size_t nl = value.find('\n', start);
+      std::string part = value.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      if (!first) line = std::string(key_width + 2, ' ');
+      line += OneLine(part);
+      if (max_width > 0) line = Truncate(line, max_width);
+      out += line;
+      out += '\n';
+      first = false;
+      if (nl == std::string::npos) break;
+      start = nl + 1;
+    }
+  }
+  return out;
+}
+
+std::string HumanBytes(int64_t bytes) {
+  if (bytes < 0) return "-";
+  if (bytes < 1024) return std::to_string(bytes) + " B";
+  static constexpr const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = static_cast<double>(bytes);
+  int u = -1;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f %s", v, kUnits[u]);
+  return buf;
+}
+
+std::string HumanDuration(std::chrono::seconds d) {
+  int64_t s = d.count();
+  if (s < 0) s = 0;
+  if (s < 60) return std::to_string(s) + "s";
+  int64_t m = s / 60;
+  if (m < 60) {
+    int64_t rs = s % 60;
+    return std::to_string(m) + "m" + (rs ? std::to_string(rs) + "s" : "");
+  }
+  int64_t h = m / 60;
+  if (h < 24) {
+    int64_t rm = m % 60;
+    return std::to_string(h) + "h" + (rm ? std::to_string(rm) + "m" : "");
+  }
+  int64_t days = h / 24;
+  if (days < 10) {
+    int64_t rh = h % 24;
+    return std::to_string(days) + "d" + (rh ? std::to_string(rh) + "h" : "");
+  }
+  return std::to_string(days) + "d";
+}
+
+std::optional<Time> ParseRfc3339(std::string_view s) {
+  // YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)
+  if (s.size() < 20) return std::nullopt;
+  auto num = [&](size_t pos, size_t len, int& out) {
+    out = 0;
+    for (size_t i = pos; i < pos + len; ++i) {
+      if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
+      out = out * 10 + (s[i] - '0');
+    }
+    return true;
+  };
+  int Y, M, D, h, m, sec;
+  if (!num(0, 4, Y) || s[4] != '-' || !num(5, 2, M) || s[7] != '-' || !num(8, 2, D) ||
+      (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || !num(11, 2, h) || s[13] != ':' || !num(14, 2, m) ||
+      s[16] != ':' || !num(17, 2, sec)) {
+    return std::nullopt;
+  }
+  size_t i = 19;
+  int64_t nanos = 0;
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    int digits = 0;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+      if (digits < 9) {
+        nanos = nanos * 10 + (s[i] - '0');
+        ++digits;
+      }
+      ++i;
+    }
+    while (digits++ < 9) nanos *= 10;
+  }
+  int offset_min = 0;
+  if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
+    ++i;
+  } else if (i + 6 <= s.size() && (s[i] == '+' || s[i] == '-')) {
+    int oh, om;
+    if (!num(i + 1, 2, oh) || s[i + 3] != ':' || !num(i + 4, 2, om)) return std::nullopt;
+    offset_min = (oh * 60 + om) * (s[i] == '-' ? -1 : 1);
+    i += 6;
+  } else {
+    return std::nullopt;
+  }
+  if (i != s.size()) return std::nullopt;
+  std::tm tm{};
+  tm.tm_year = Y - 1900;
+  tm.tm_mon = M - 1;
+  tm.tm_mday = D;
+  tm.tm_hour = h;
+  tm.tm_min = m;
+  tm.tm_sec = sec;
+  time_t t = timegm(&tm);
+  return Time(std::chrono::seconds(t - offset_min * 60)) +
+         std::chrono::duration_cast<Time::duration>(std::chrono::nanoseconds(nanos));
+}
+
+std::string FormatRfc3339(Time t) {
+  time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace falcon::cli
