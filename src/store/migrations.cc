@@ -1,0 +1,115 @@
+// The versioned schema of the store, per dialect. Append new migrations; never edit an applied one.
+// Every statement is idempotent (IF NOT EXISTS) so a migration interrupted half-way (MariaDB's DDL is not
+// transactional) can simply run again.
+#include "store/sql_store.h"
+
+namespace falcon::store::internal {
+
+const std::vector<Migration>& Migrations() {
+  static const std::vector<Migration>* const kMigrations = new std::vector<Migration>{
+      {1,
+       "initial schema: exps, artifacts, analysis_records, fencing",
+       {
+           R"(CREATE TABLE IF NOT EXISTS exps (
+  exp_id TEXT NOT NULL PRIMARY KEY,
+  name TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  completed_at INTEGER NULL))",
+           "CREATE INDEX IF NOT EXISTS exps_created ON exps(created_at, exp_id)",
+           "CREATE INDEX IF NOT EXISTS exps_status_created ON exps(status, created_at, exp_id)",
+           R"(CREATE TABLE IF NOT EXISTS artifacts (
+  artifact_id TEXT NOT NULL PRIMARY KEY,
+  exp_id TEXT NOT NULL REFERENCES exps(exp_id),
+  artifact_type TEXT NOT NULL DEFAULT '',
+  uri TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  exp_completed INTEGER NOT NULL DEFAULT 0,
+  offline_done INTEGER NOT NULL DEFAULT 0))",
+           "CREATE INDEX IF NOT EXISTS artifacts_exp ON artifacts(exp_id, created_at, artifact_id)",
+           "CREATE INDEX IF NOT EXISTS artifacts_awaiting ON artifacts(exp_completed, offline_done, "
+           "created_at, artifact_id)",
+           R"(CREATE TABLE IF NOT EXISTS analysis_records (
+  analysis_id TEXT NOT NULL PRIMARY KEY,
+  name TEXT NOT NULL DEFAULT '',
+  exp_id TEXT NOT NULL REFERENCES exps(exp_id),
+  artifact_id TEXT NULL,
+  offline_artifact_id TEXT NULL,
+  analysis_type TEXT NOT NULL,
+  plugin_name TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL,
+  result_gcs_path TEXT NOT NULL DEFAULT '',
+  error_message TEXT NOT NULL DEFAULT '',
+  command TEXT NOT NULL DEFAULT '',
+  script_content BLOB NULL,
+  script_name TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL))",
+           "CREATE UNIQUE INDEX IF NOT EXISTS analysis_records_offline ON "
+           "analysis_records(exp_id, offline_artifact_id)",
+           "CREATE INDEX IF NOT EXISTS analysis_records_created ON "
+           "analysis_records(created_at, analysis_id)",
+           "CREATE INDEX IF NOT EXISTS analysis_records_exp_created ON "
+           "analysis_records(exp_id, created_at, analysis_id)",
+           "CREATE INDEX IF NOT EXISTS analysis_records_status_created ON "
+           "analysis_records(status, created_at, analysis_id)",
+           R"(CREATE TABLE IF NOT EXISTS fencing (
+  lease TEXT NOT NULL PRIMARY KEY,
+  epoch INTEGER NOT NULL))",
+       },
+       {
+           R"(CREATE TABLE IF NOT EXISTS exps (
+  exp_id VARCHAR(128) NOT NULL PRIMARY KEY,
+  name TEXT NOT NULL DEFAULT '',
+  status VARCHAR(16) NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  completed_at BIGINT NULL,
+  INDEX exps_created (created_at, exp_id),
+  INDEX exps_status_created (status, created_at, exp_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin)",
+           R"(CREATE TABLE IF NOT EXISTS artifacts (
+  artifact_id VARCHAR(128) NOT NULL PRIMARY KEY,
+  exp_id VARCHAR(128) NOT NULL,
+  artifact_type VARCHAR(64) NOT NULL DEFAULT '',
+  uri TEXT NOT NULL DEFAULT '',
+  created_at BIGINT NOT NULL,
+  exp_completed TINYINT NOT NULL DEFAULT 0,
+  offline_done TINYINT NOT NULL DEFAULT 0,
+  INDEX artifacts_exp (exp_id, created_at, artifact_id),
+  INDEX artifacts_awaiting (exp_completed, offline_done, created_at, artifact_id),
+  CONSTRAINT artifacts_exp_fk FOREIGN KEY (exp_id) REFERENCES exps(exp_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin)",
+           R"(CREATE TABLE IF NOT EXISTS analysis_records (
+  analysis_id VARCHAR(128) NOT NULL PRIMARY KEY,
+  name TEXT NOT NULL DEFAULT '',
+  exp_id VARCHAR(128) NOT NULL,
+  artifact_id VARCHAR(128) NULL,
+  offline_artifact_id VARCHAR(128) NULL,
+  analysis_type VARCHAR(16) NOT NULL,
+  plugin_name VARCHAR(255) NOT NULL DEFAULT '',
+  status VARCHAR(16) NOT NULL,
+  result_gcs_path TEXT NOT NULL DEFAULT '',
+  error_message TEXT NOT NULL DEFAULT '',
+  command TEXT NOT NULL DEFAULT '',
+  script_content MEDIUMBLOB NULL,
+  script_name VARCHAR(255) NOT NULL DEFAULT '',
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  UNIQUE INDEX analysis_records_offline (exp_id, offline_artifact_id),
+  INDEX analysis_records_created (created_at, analysis_id),
+  INDEX analysis_records_exp_created (exp_id, created_at, analysis_id),
+  INDEX analysis_records_status_created (status, created_at, analysis_id),
+  CONSTRAINT analysis_records_exp_fk FOREIGN KEY (exp_id) REFERENCES exps(exp_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin)",
+           R"(CREATE TABLE IF NOT EXISTS fencing (
+  lease VARCHAR(128) NOT NULL PRIMARY KEY,
+  epoch BIGINT NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin)",
+       }},
+  };
+  return *kMigrations;
+}
+
+}  // namespace falcon::store::internal

@@ -1,0 +1,790 @@
+#include "store/sql_store.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+namespace falcon::store::internal {
+namespace {
+
+using api::v1::AnalysisType;
+using google::protobuf::Timestamp;
+
+constexpr size_t kMaxIdBytes = 128;
+constexpr int kMaxPageSize = 1000;
+constexpr int kMaxAttempts = 3;
+
+// --- value conversions ---
+
+int64_t ToMicros(const Timestamp& t) { return t.seconds() * 1'000'000 + t.nanos() / 1000; }
+
+Timestamp FromMicros(int64_t us) {
+  Timestamp t;
+  int64_t s = us / 1'000'000;
+  int64_t rem = us % 1'000'000;
+  if (rem < 0) {
+    rem += 1'000'000;
+    --s;
+  }
+  t.set_seconds(s);
+  t.set_nanos(static_cast<int32_t>(rem * 1000));
+  return t;
+}
+
+int64_t ToMicros(Time t) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
+}
+
+const char* ExpStatusName(ExpStatus s) {
+  switch (s) {
+    case api::v1::EXP_STATUS_PENDING: return "pending";
+    case api::v1::EXP_STATUS_RUNNING: return "running";
+    case api::v1::EXP_STATUS_COMPLETED: return "completed";
+    case api::v1::EXP_STATUS_FAILED: return "failed";
+    default: return "unspecified";
+  }
+}
+ExpStatus ParseExpStatus(const std::string& s) {
+  if (s == "pending") return api::v1::EXP_STATUS_PENDING;
+  if (s == "running") return api::v1::EXP_STATUS_RUNNING;
+  if (s == "completed") return api::v1::EXP_STATUS_COMPLETED;
+  if (s == "failed") return api::v1::EXP_STATUS_FAILED;
+  return api::v1::EXP_STATUS_UNSPECIFIED;
+}
+
+const char* AnalysisStatusName(AnalysisStatus s) {
+  switch (s) {
+    case api::v1::ANALYSIS_STATUS_PENDING: return "pending";
+    case api::v1::ANALYSIS_STATUS_RUNNING: return "running";
+    case api::v1::ANALYSIS_STATUS_SUCCEEDED: return "succeeded";
+    case api::v1::ANALYSIS_STATUS_FAILED: return "failed";
+    case api::v1::ANALYSIS_STATUS_CANCELLED: return "cancelled";
+    default: return "unspecified";
+  }
+}
+AnalysisStatus ParseAnalysisStatus(const std::string& s) {
+  if (s == "pending") return api::v1::ANALYSIS_STATUS_PENDING;
+  if (s == "running") return api::v1::ANALYSIS_STATUS_RUNNING;
+  if (s == "succeeded") return api::v1::ANALYSIS_STATUS_SUCCEEDED;
+  if (s == "failed") return api::v1::ANALYSIS_STATUS_FAILED;
+  if (s == "cancelled") return api::v1::ANALYSIS_STATUS_CANCELLED;
+  return api::v1::ANALYSIS_STATUS_UNSPECIFIED;
+}
+
+const char* AnalysisTypeName(AnalysisType t) {
+  switch (t) {
+    case api::v1::ANALYSIS_TYPE_OFFLINE: return "offline";
+    case api::v1::ANALYSIS_TYPE_ONLINE: return "online";
+    default: return "unspecified";
+  }
+}
+AnalysisType ParseAnalysisType(const std::string& s) {
+  if (s == "offline") return api::v1::ANALYSIS_TYPE_OFFLINE;
+  if (s == "online") return api::v1::ANALYSIS_TYPE_ONLINE;
+  return api::v1::ANALYSIS_TYPE_UNSPECIFIED;
+}
+
+const std::vector<AnalysisStatus>& AllAnalysisStatuses() {
+  static const std::vector<AnalysisStatus> kAll = {
+      api::v1::ANALYSIS_STATUS_PENDING, api::v1::ANALYSIS_STATUS_RUNNING,
+      api::v1::ANALYSIS_STATUS_SUCCEEDED, api::v1::ANALYSIS_STATUS_FAILED,
+      api::v1::ANALYSIS_STATUS_CANCELLED};
+  return kAll;
+}
+
+std::string Str(const SqlValue& v) {
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  return "";
+}
+int64_t Int(const SqlValue& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
+  int64_t out = 0;
+  if (const auto* s = std::get_if<std::string>(&v)) (void)absl::SimpleAtoi(*s, &out);
+  return out;
+}
+bool IsNull(const SqlValue& v) { return std::holds_alternative<std::monostate>(v); }
+SqlValue NullIfEmpty(const std::string& s) {
+  if (s.empty()) return std::monostate{};
+  return s;
+}
+
+// --- row mapping (column lists and parsers kept side by side) ---
+
+constexpr char kExpCols[] = "exp_id, name, status, created_at, updated_at, completed_at";
+Exp ParseExp(const SqlRow& r, size_t o = 0) {
+  Exp e;
+  e.set_exp_id(Str(r[o + 0]));
+  e.set_name(Str(r[o + 1]));
+  e.set_status(ParseExpStatus(Str(r[o + 2])));
+  *e.mutable_created_at() = FromMicros(Int(r[o + 3]));
+  *e.mutable_updated_at() = FromMicros(Int(r[o + 4]));
+  if (!IsNull(r[o + 5])) *e.mutable_completed_at() = FromMicros(Int(r[o + 5]));
+  return e;
+}
+
+constexpr char kArtifactCols[] = "artifact_id, exp_id, artifact_type, uri, created_at";
+Artifact ParseArtifact(const SqlRow& r, size_t o = 0) {
+  Artifact a;
+  a.set_artifact_id(Str(r[o + 0]));
+  a.set_exp_id(Str(r[o + 1]));
+  a.set_artifact_type(Str(r[o + 2]));
+  a.set_uri(Str(r[o + 3]));
+  *a.mutable_created_at() = FromMicros(Int(r[o + 4]));
+  return a;
+}
+
+constexpr char kRecordCols[] =
+    "analysis_id, name, exp_id, artifact_id, analysis_type, plugin_name, status, result_gcs_path, "
+    "error_message, command, script_content, script_name, created_at, updated_at";
+AnalysisRecord ParseRecord(const SqlRow& r) {
+  AnalysisRecord a;
+  a.set_analysis_id(Str(r[0]));
+  a.set_name(Str(r[1]));
+  a.set_exp_id(Str(r[2]));
+  a.set_artifact_id(Str(r[3]));
+  a.set_analysis_type(ParseAnalysisType(Str(r[4])));
+  a.set_plugin_name(Str(r[5]));
+  a.set_status(ParseAnalysisStatus(Str(r[6])));
+  a.set_result_gcs_path(Str(r[7]));
+  a.set_error_message(Str(r[8]));
+  a.set_command(Str(r[9]));
+  a.set_script_content(Str(r[10]));
+  a.set_script_name(Str(r[11]));
+  *a.mutable_created_at() = FromMicros(Int(r[12]));
+  *a.mutable_updated_at() = FromMicros(Int(r[13]));
+  return a;
+}
+
+// --- validation ---
+
+absl::Status CheckId(const char* what, const std::string& id) {
+  if (id.empty()) return absl::InvalidArgumentError(absl::StrCat(what, " must not be empty"));
+  if (id.size() > kMaxIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " is ", id.size(), " bytes; at most ", kMaxIdBytes, " are allowed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int> PageSize(int requested, int default_size) {
+  if (requested < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("page_size must be between 1 and ", kMaxPageSize, " (0 for the default), got ",
+                     requested));
+  }
+  if (requested == 0) return default_size;
+  return std::min(requested, kMaxPageSize);
+}
+
+// Page tokens: web-safe base64 of "<created_at micros>|<id>" of the last row of the previous page.
+std::string EncodeToken(int64_t created_us, const std::string& id) {
+  return absl::WebSafeBase64Escape(absl::StrCat(created_us, "|", id));
+}
+absl::Status DecodeToken(const std::string& token, int64_t* created_us, std::string* id) {
+  std::string raw;
+  const absl::Status bad = absl::InvalidArgumentError(
+      "page_token is not valid; pass the next_page_token of the previous page unchanged");
+  if (!absl::WebSafeBase64Unescape(token, &raw)) return bad;
+  size_t bar = raw.find('|');
+  if (bar == std::string::npos || bar == 0 || bar + 1 >= raw.size()) return bad;
+  if (!absl::SimpleAtoi(raw.substr(0, bar), created_us)) return bad;
+  *id = raw.substr(bar + 1);
+  return absl::OkStatus();
+}
+
+std::string Placeholders(size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) absl::StrAppend(&s, i == 0 ? "?" : ", ?");
+  return s;
+}
+
+class SqlStore : public Store {
+ public:
+  SqlStore(Dialect dialect, std::unique_ptr<ConnPool> pool)
+      : dialect_(dialect), pool_(std::move(pool)) {
+    const bool my = dialect_ == Dialect::kMysql;
+    for_update_ = my ? " FOR UPDATE" : "";
+    // Forces the join order: walk artifacts along artifacts_awaiting, then look each Exp up by key.
+    awaiting_sql_ = absl::StrCat(
+        "SELECT e.exp_id, e.name, e.status, e.created_at, e.updated_at, e.completed_at, "
+        "a.artifact_id, a.exp_id, a.artifact_type, a.uri, a.created_at "
+        "FROM artifacts a ",
+        my ? "STRAIGHT_JOIN" : "CROSS JOIN",
+        " exps e ON e.exp_id = a.exp_id "
+        "WHERE a.exp_completed = 1 AND a.offline_done = 0 AND e.status = 'completed' "
+        "AND NOT EXISTS (SELECT 1 FROM analysis_records r "
+        "WHERE r.exp_id = a.exp_id AND r.offline_artifact_id = a.artifact_id) "
+        "ORDER BY a.created_at, a.artifact_id LIMIT ?");
+  }
+
+  absl::Status Migrate() {
+    return RunStatus([&](SqlConn& c) -> absl::Status {
+      const bool my = dialect_ == Dialect::kMysql;
+      absl::Status s = c.ExecRaw(
+          my ? "CREATE TABLE IF NOT EXISTS schema_migrations (version INT NOT NULL PRIMARY KEY, "
+               "name VARCHAR(255) NOT NULL, applied_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP) "
+               "ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"
+             : "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER NOT NULL PRIMARY KEY, "
+               "name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)");
+      if (!s.ok()) return s;
+      // Serialize concurrent starters: a named lock on MariaDB (DDL is not transactional there), an
+      // IMMEDIATE transaction on SQLite (DDL is).
+      if (my) {
+        auto got = c.Query("SELECT GET_LOCK('falcon_schema_migrations', 60)", {});
+        if (!got.ok()) return got.status();
+        if (got->empty() || Int((*got)[0][0]) != 1) {
+          return absl::UnavailableError(
+              "could not take the schema migration lock within 60 s; another server is migrating");
+        }
+      } else if (s = c.Begin(); !s.ok()) {
+        return s;
+      }
+      s = ApplyMigrations(c);
+      if (my) {
+        c.Query("SELECT RELEASE_LOCK('falcon_schema_migrations')", {}).IgnoreError();
+      } else if (s.ok()) {
+        s = c.Commit();
+      } else {
+        c.Rollback();
+      }
+      return s;
+    });
+  }
+
+  // --- Exps and artifacts ---
+
+  absl::Status CreateExp(const Exp& exp) override {
+    if (auto s = CheckId("exp_id", exp.exp_id()); !s.ok()) return s;
+    ExpStatus status = exp.status();
+    if (status == api::v1::EXP_STATUS_UNSPECIFIED) status = api::v1::EXP_STATUS_PENDING;
+    SqlValue completed = std::monostate{};
+    if (exp.has_completed_at()) completed = ToMicros(exp.completed_at());
+    return RunTx([&](SqlConn& c) -> absl::Status {
+      absl::Status s = c.Exec(
+          "INSERT INTO exps (exp_id, name, status, created_at, updated_at, completed_at) "
+          "VALUES (?, ?, ?, ?, ?, ?)",
+          {exp.exp_id(), exp.name(), std::string(ExpStatusName(status)),
+           ToMicros(exp.created_at()), ToMicros(exp.updated_at()), completed});
+      if (absl::IsAlreadyExists(s)) {
+        return absl::AlreadyExistsError(absl::StrCat("exp ", exp.exp_id(), " already exists"));
+      }
+      return s;
+    });
+  }
+
+  absl::StatusOr<Exp> GetExp(const std::string& exp_id) override {
+    return Run<Exp>([&](SqlConn& c) { return GetExpIn(c, exp_id, ""); });
+  }
+
+  absl::StatusOr<Exp> UpdateExpStatus(const std::string& exp_id, ExpStatus status,
+                                      Time now) override {
+    if (status == api::v1::EXP_STATUS_UNSPECIFIED) {
+      return absl::InvalidArgumentError(
+          "exp status must be one of pending, running, completed, failed");
+    }
+    const int64_t now_us = ToMicros(now);
+    return RunTx<Exp>([&](SqlConn& c) -> absl::StatusOr<Exp> {
+      absl::StatusOr<Exp> cur = GetExpIn(c, exp_id, for_update_);
+      if (!cur.ok()) return cur.status();
+      SqlValue completed = std::monostate{};
+      if (cur->has_completed_at()) completed = ToMicros(cur->completed_at());
+      const bool is_completed = status == api::v1::EXP_STATUS_COMPLETED;
+      if (is_completed && cur->status() != api::v1::EXP_STATUS_COMPLETED) completed = now_us;
+      absl::Status s = c.Exec(
+          "UPDATE exps SET status = ?, updated_at = ?, completed_at = ? WHERE exp_id = ?",
+          {std::string(ExpStatusName(status)), now_us, completed, exp_id});
+      if (!s.ok()) return s;
+      // Keeps the denormalized flag behind artifacts_awaiting in step with the Exp.
+      s = c.Exec("UPDATE artifacts SET exp_completed = ? WHERE exp_id = ?",
+                 {int64_t{is_completed ? 1 : 0}, exp_id});
+      if (!s.ok()) return s;
+      return GetExpIn(c, exp_id, "");
+    });
+  }
+
+  absl::StatusOr<ExpPage> ListExps(const ListExpsQuery& q) override {
+    absl::StatusOr<int> size = PageSize(q.page_size, 100);
+    if (!size.ok()) return size.status();
+    std::string sql = absl::StrCat("SELECT ", kExpCols, " FROM exps WHERE 1 = 1");
+    std::vector<SqlValue> args;
+    if (q.status != api::v1::EXP_STATUS_UNSPECIFIED) {
+      absl::StrAppend(&sql, " AND status = ?");
+      args.push_back(std::string(ExpStatusName(q.status)));
+    }
+    if (!q.page_token.empty()) {
+      int64_t ts;
+      std::string id;
+      if (auto s = DecodeToken(q.page_token, &ts, &id); !s.ok()) return s;
+      absl::StrAppend(&sql, " AND (created_at < ? OR (created_at = ? AND exp_id < ?))");
+      args.insert(args.end(), {ts, ts, id});
+    }
+    absl::StrAppend(&sql, " ORDER BY created_at DESC, exp_id DESC LIMIT ?");
+    args.push_back(int64_t{*size + 1});
+    return Run<ExpPage>([&](SqlConn& c) -> absl::StatusOr<ExpPage> {
+      auto rows = c.Query(sql, args);
+      if (!rows.ok()) return rows.status();
+      ExpPage page;
+      for (size_t i = 0; i < rows->size() && i < static_cast<size_t>(*size); ++i) {
+        page.exps.push_back(ParseExp((*rows)[i]));
+      }
+      if (rows->size() > static_cast<size_t>(*size)) {
+        const Exp& last = page.exps.back();
+        page.next_page_token = EncodeToken(ToMicros(last.created_at()), last.exp_id());
+      }
+      return page;
+    });
+  }
+
+  absl::Status CreateArtifact(const Artifact& a) override {
+    if (auto s = CheckId("artifact_id", a.artifact_id()); !s.ok()) return s;
+    if (auto s = CheckId("exp_id", a.exp_id()); !s.ok()) return s;
+    return RunTx([&](SqlConn& c) -> absl::Status {
+      int64_t n = 0;
+      absl::Status s = c.Exec(
+          "INSERT INTO artifacts (artifact_id, exp_id, artifact_type, uri, created_at, "
+          "exp_completed, offline_done) "
+          "SELECT ?, e.exp_id, ?, ?, ?, CASE WHEN e.status = 'completed' THEN 1 ELSE 0 END, "
+          "CASE WHEN EXISTS (SELECT 1 FROM analysis_records r WHERE r.exp_id = e.exp_id "
+          "AND r.offline_artifact_id = ?) THEN 1 ELSE 0 END "
+          "FROM exps e WHERE e.exp_id = ?",
+          {a.artifact_id(), a.artifact_type(), a.uri(), ToMicros(a.created_at()), a.artifact_id(),
+           a.exp_id()},
+          &n);
+      if (absl::IsAlreadyExists(s)) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("artifact ", a.artifact_id(), " already exists"));
+      }
+      if (!s.ok()) return s;
+      if (n == 0) return ExpNotFound(a.exp_id());
+      return absl::OkStatus();
+    });
+  }
+
+  absl::StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& exp_id) override {
+    using Result = std::vector<Artifact>;
+    return Run<Result>([&](SqlConn& c) -> absl::StatusOr<Result> {
+      auto rows = c.Query(absl::StrCat("SELECT ", kArtifactCols,
+                                       " FROM artifacts WHERE exp_id = ? "
+                                       "ORDER BY created_at, artifact_id"),
+                          {exp_id});
+      if (!rows.ok()) return rows.status();
+      if (rows->empty()) {
+        // Tell "no artifacts" from "no such Exp".
+        absl::StatusOr<Exp> e = GetExpIn(c, exp_id, "");
+        if (!e.ok()) return e.status();
+      }
+      Result out;
+      for (const SqlRow& r : *rows) out.push_back(ParseArtifact(r));
+      return out;
+    });
+  }
+
+  absl::StatusOr<std::vector<ExpAwaitingRow>> ListExpsAwaitingAnalysis(int limit) override {
+    if (limit <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("limit must be positive, got ", limit));
+    }
+    limit = std::min(limit, kMaxPageSize);
+    using Result = std::vector<ExpAwaitingRow>;
+    return Run<Result>([&](SqlConn& c) -> absl::StatusOr<Result> {
+      auto rows = c.Query(awaiting_sql_, {int64_t{limit}});
+      if (!rows.ok()) return rows.status();
+      Result out;
+      for (const SqlRow& r : *rows) out.push_back({ParseExp(r, 0), ParseArtifact(r, 6)});
+      return out;
+    });
+  }
+
+  // --- Analysis records ---
+
+  absl::Status CreateAnalysisRecord(const AnalysisRecord& r) override {
+    if (auto s = CheckId("analysis_id", r.analysis_id()); !s.ok()) return s;
+    if (auto s = CheckId("exp_id", r.exp_id()); !s.ok()) return s;
+    if (!r.artifact_id().empty()) {
+      if (auto s = CheckId("artifact_id", r.artifact_id()); !s.ok()) return s;
+    }
+    if (r.script_content().size() > kMaxScriptBytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("script_content is ", r.script_content().size(), " bytes; the limit is ",
+                       kMaxScriptBytes, " bytes (1 MiB)"));
+    }
+    if (r.status() == api::v1::ANALYSIS_STATUS_UNSPECIFIED) {
+      return absl::InvalidArgumentError("status must be set (normally pending)");
+    }
+    if (r.analysis_type() == api::v1::ANALYSIS_TYPE_UNSPECIFIED) {
+      return absl::InvalidArgumentError("analysis_type must be offline or online");
+    }
+    const bool offline = r.analysis_type() == api::v1::ANALYSIS_TYPE_OFFLINE;
+    const SqlValue offline_artifact = offline ? NullIfEmpty(r.artifact_id()) : std::monostate{};
+    SqlValue script = std::monostate{};
+    if (!r.script_content().empty()) script = Blob{r.script_content()};
+    return RunTx([&](SqlConn& c) -> absl::Status {
+      int64_t n = 0;
+      absl::Status s = c.Exec(
+          "INSERT INTO analysis_records (analysis_id, name, exp_id, artifact_id, "
+          "offline_artifact_id, analysis_type, plugin_name, status, result_gcs_path, "
+          "error_message, command, script_content, script_name, created_at, updated_at) "
+          "SELECT ?, ?, e.exp_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM exps e WHERE e.exp_id = ?",
+          {r.analysis_id(), r.name(), NullIfEmpty(r.artifact_id()), offline_artifact,
+           std::string(AnalysisTypeName(r.analysis_type())), r.plugin_name(),
+           std::string(AnalysisStatusName(r.status())), r.result_gcs_path(), r.error_message(),
+           r.command(), script, r.script_name(), ToMicros(r.created_at()),
+           ToMicros(r.updated_at()), r.exp_id()},
+          &n);
+      if (absl::IsAlreadyExists(s)) {
+        if (absl::StrContains(s.message(), "offline")) {
+          return absl::AlreadyExistsError(
+              absl::StrCat("an offline analysis record for exp ", r.exp_id(), " artifact ",
+                           r.artifact_id(), " already exists"));
+        }
+        return absl::AlreadyExistsError(
+            absl::StrCat("analysis record ", r.analysis_id(), " already exists"));
+      }
+      if (!s.ok()) return s;
+      if (n == 0) return ExpNotFound(r.exp_id());
+      if (!IsNull(offline_artifact)) {
+        s = c.Exec("UPDATE artifacts SET offline_done = 1 WHERE artifact_id = ? AND exp_id = ?",
+                   {r.artifact_id(), r.exp_id()});
+      }
+      return s;
+    });
+  }
+
+  absl::StatusOr<AnalysisRecord> GetAnalysisRecord(const std::string& analysis_id) override {
+    return Run<AnalysisRecord>([&](SqlConn& c) { return GetRecordIn(c, analysis_id); });
+  }
+
+  absl::StatusOr<AnalysisPage> ListAnalysisRecords(const ListAnalysesQuery& q) override {
+    absl::StatusOr<int> size = PageSize(q.page_size, 50);
+    if (!size.ok()) return size.status();
+    std::string sql = absl::StrCat("SELECT ", kRecordCols, " FROM analysis_records WHERE 1 = 1");
+    std::vector<SqlValue> args;
+    if (!q.exp_id.empty()) {
+      absl::StrAppend(&sql, " AND exp_id = ?");
+      args.push_back(q.exp_id);
+    }
+    if (!q.statuses.empty()) {
+      std::set<std::string> names;
+      for (AnalysisStatus st : q.statuses) {
+        if (st == api::v1::ANALYSIS_STATUS_UNSPECIFIED) {
+          return absl::InvalidArgumentError(
+              "status filter must be pending, running, succeeded, failed or cancelled");
+        }
+        names.insert(AnalysisStatusName(st));
+      }
+      absl::StrAppend(&sql, " AND status IN (", Placeholders(names.size()), ")");
+      for (const std::string& n : names) args.push_back(n);
+    }
+    if (!q.page_token.empty()) {
+      int64_t ts;
+      std::string id;
+      if (auto s = DecodeToken(q.page_token, &ts, &id); !s.ok()) return s;
+      absl::StrAppend(&sql, " AND (created_at < ? OR (created_at = ? AND analysis_id < ?))");
+      args.insert(args.end(), {ts, ts, id});
+    }
+    absl::StrAppend(&sql, " ORDER BY created_at DESC, analysis_id DESC LIMIT ?");
+    args.push_back(int64_t{*size + 1});
+    return Run<AnalysisPage>([&](SqlConn& c) -> absl::StatusOr<AnalysisPage> {
+      auto rows = c.Query(sql, args);
+      if (!rows.ok()) return rows.status();
+      AnalysisPage page;
+      for (size_t i = 0; i < rows->size() && i < static_cast<size_t>(*size); ++i) {
+        page.records.push_back(ParseRecord((*rows)[i]));
+      }
+      if (rows->size() > static_cast<size_t>(*size)) {
+        const AnalysisRecord& last = page.records.back();
+        page.next_page_token = EncodeToken(ToMicros(last.created_at()), last.analysis_id());
+      }
+      return page;
+    });
+  }
+
+  absl::StatusOr<AnalysisRecord> UpdateAnalysisRecord(const std::string& analysis_id,
+                                                      const AnalysisRecord& update,
+                                                      const std::vector<std::string>& paths,
+                                                      Time now) override {
+    if (paths.empty()) {
+      return absl::InvalidArgumentError(
+          "update_mask is empty; name at least one of name, status, error_message, "
+          "result_gcs_path");
+    }
+    std::string set;
+    std::vector<SqlValue> args;
+    std::set<std::string> seen;
+    bool status_change = false;
+    for (const std::string& p : paths) {
+      if (!seen.insert(p).second) continue;
+      if (p == "name") {
+        args.push_back(update.name());
+      } else if (p == "status") {
+        if (update.status() == api::v1::ANALYSIS_STATUS_UNSPECIFIED) {
+          return absl::InvalidArgumentError(
+              "status is in update_mask but unset; give pending, running, succeeded, failed or "
+              "cancelled");
+        }
+        status_change = true;
+        args.push_back(std::string(AnalysisStatusName(update.status())));
+      } else if (p == "error_message") {
+        args.push_back(update.error_message());
+      } else if (p == "result_gcs_path") {
+        args.push_back(update.result_gcs_path());
+      } else {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "update_mask path '", p,
+            "' cannot be updated; allowed paths: name, status, error_message, result_gcs_path"));
+      }
+      absl::StrAppend(&set, p, " = ?, ");
+    }
+    absl::StrAppend(&set, "updated_at = ?");
+    args.push_back(ToMicros(now));
+    args.push_back(analysis_id);
+    // The states this update may start from; the database checks them in the same statement, so a
+    // concurrent cancel can never be overwritten.
+    std::vector<std::string> from;
+    for (AnalysisStatus f : AllAnalysisStatuses()) {
+      bool ok = status_change ? IsLegalTransition(f, update.status()) : !IsTerminal(f);
+      if (ok) from.push_back(AnalysisStatusName(f));
+    }
+    if (from.empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "no analysis may move to ", AnalysisStatusName(update.status()),
+          " (pending -> running|failed|cancelled, running -> succeeded|failed|cancelled)"));
+    }
+    for (const std::string& f : from) args.push_back(f);
+    const std::string sql =
+        absl::StrCat("UPDATE analysis_records SET ", set, " WHERE analysis_id = ? AND status IN (",
+                     Placeholders(from.size()), ")");
+    return RunTx<AnalysisRecord>([&](SqlConn& c) -> absl::StatusOr<AnalysisRecord> {
+      int64_t n = 0;
+      if (auto s = c.Exec(sql, args, &n); !s.ok()) return s;
+      absl::StatusOr<AnalysisRecord> cur = GetRecordIn(c, analysis_id);
+      if (!cur.ok()) return cur.status();
+      if (n == 0) {
+        if (IsTerminal(cur->status())) {
+          return absl::FailedPreconditionError(absl::StrCat(
+              "analysis ", analysis_id, " is ", AnalysisStatusName(cur->status()),
+              ", a terminal state, and can no longer change",
+              status_change ? absl::StrCat(" (to ", AnalysisStatusName(update.status()), ")")
+                            : ""));
+        }
+        return absl::FailedPreconditionError(absl::StrCat(
+            "analysis ", analysis_id, " cannot move from ", AnalysisStatusName(cur->status()),
+            " to ", AnalysisStatusName(update.status()),
+            " (pending -> running|failed|cancelled, running -> succeeded|failed|cancelled)"));
+      }
+      return cur;
+    });
+  }
+
+  absl::Status DeleteAnalysisRecord(const std::string& analysis_id) override {
+    return RunTx([&](SqlConn& c) -> absl::Status {
+      auto rows = c.Query(absl::StrCat("SELECT exp_id, offline_artifact_id FROM analysis_records "
+                                       "WHERE analysis_id = ?",
+                                       for_update_),
+                          {analysis_id});
+      if (!rows.ok()) return rows.status();
+      if (rows->empty()) return RecordNotFound(analysis_id);
+      const SqlRow row = (*rows)[0];
+      if (auto s = c.Exec("DELETE FROM analysis_records WHERE analysis_id = ?", {analysis_id});
+          !s.ok()) {
+        return s;
+      }
+      if (!IsNull(row[1])) {
+        // The artifact awaits offline analysis again, as the query semantics say.
+        return c.Exec("UPDATE artifacts SET offline_done = 0 WHERE artifact_id = ? AND exp_id = ?",
+                      {Str(row[1]), Str(row[0])});
+      }
+      return absl::OkStatus();
+    });
+  }
+
+  absl::StatusOr<std::vector<AnalysisRecord>> ListNonTerminalAnalyses() override {
+    using Result = std::vector<AnalysisRecord>;
+    return Run<Result>([&](SqlConn& c) -> absl::StatusOr<Result> {
+      auto rows = c.Query(absl::StrCat("SELECT ", kRecordCols,
+                                       " FROM analysis_records WHERE status IN ('pending', "
+                                       "'running') ORDER BY created_at, analysis_id"),
+                          {});
+      if (!rows.ok()) return rows.status();
+      Result out;
+      for (const SqlRow& r : *rows) out.push_back(ParseRecord(r));
+      return out;
+    });
+  }
+
+  // --- Fencing ---
+
+  absl::Status CheckFencingEpoch(const std::string& lease, int64_t epoch) override {
+    if (auto s = CheckId("lease", lease); !s.ok()) return s;
+    const std::string insert =
+        dialect_ == Dialect::kMysql
+            ? "INSERT INTO fencing (lease, epoch) VALUES (?, ?) ON DUPLICATE KEY UPDATE lease = lease"
+            : "INSERT INTO fencing (lease, epoch) VALUES (?, ?) ON CONFLICT (lease) DO NOTHING";
+    return RunTx([&](SqlConn& c) -> absl::Status {
+      if (auto s = c.Exec(insert, {lease, epoch}); !s.ok()) return s;
+      auto rows = c.Query(absl::StrCat("SELECT epoch FROM fencing WHERE lease = ?", for_update_),
+                          {lease});
+      if (!rows.ok()) return rows.status();
+      if (rows->empty()) return absl::InternalError("fencing row vanished inside its transaction");
+      const int64_t highest = Int((*rows)[0][0]);
+      if (epoch < highest) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "stale leader epoch ", epoch, " < ", highest, " for lease ", lease,
+            "; a newer leader has taken over"));
+      }
+      if (epoch > highest) {
+        return c.Exec("UPDATE fencing SET epoch = ? WHERE lease = ?", {epoch, lease});
+      }
+      return absl::OkStatus();
+    });
+  }
+
+  absl::StatusOr<std::string> ExplainAwaitingQuery() override {
+    return Run<std::string>([&](SqlConn& c) -> absl::StatusOr<std::string> {
+      const bool my = dialect_ == Dialect::kMysql;
+      std::vector<std::string> cols;
+      auto rows = c.Query(absl::StrCat(my ? "EXPLAIN " : "EXPLAIN QUERY PLAN ", awaiting_sql_),
+                          {int64_t{100}}, &cols);
+      if (!rows.ok()) return rows.status();
+      std::string out = absl::StrCat(awaiting_sql_, "\n");
+      for (const SqlRow& r : *rows) {
+        if (my) {
+          std::vector<std::string> parts;
+          for (size_t i = 0; i < r.size() && i < cols.size(); ++i) {
+            parts.push_back(absl::StrCat(cols[i], "=", IsNull(r[i]) ? "NULL" : Str(r[i])));
+          }
+          absl::StrAppend(&out, absl::StrJoin(parts, " "), "\n");
+        } else {
+          absl::StrAppend(&out, Str(r[3]), "\n");  // id, parent, notused, detail
+        }
+      }
+      return out;
+    });
+  }
+
+ private:
+  static absl::Status ExpNotFound(const std::string& exp_id) {
+    return absl::NotFoundError(absl::StrCat("exp ", exp_id, " not found"));
+  }
+  static absl::Status RecordNotFound(const std::string& id) {
+    return absl::NotFoundError(absl::StrCat("analysis record ", id, " not found"));
+  }
+
+  absl::StatusOr<Exp> GetExpIn(SqlConn& c, const std::string& exp_id, const std::string& suffix) {
+    auto rows =
+        c.Query(absl::StrCat("SELECT ", kExpCols, " FROM exps WHERE exp_id = ?", suffix), {exp_id});
+    if (!rows.ok()) return rows.status();
+    if (rows->empty()) return ExpNotFound(exp_id);
+    return ParseExp((*rows)[0]);
+  }
+
+  absl::StatusOr<AnalysisRecord> GetRecordIn(SqlConn& c, const std::string& id) {
+    auto rows = c.Query(
+        absl::StrCat("SELECT ", kRecordCols, " FROM analysis_records WHERE analysis_id = ?"), {id});
+    if (!rows.ok()) return rows.status();
+    if (rows->empty()) return RecordNotFound(id);
+    return ParseRecord((*rows)[0]);
+  }
+
+  absl::Status ApplyMigrations(SqlConn& c) {
+    auto rows = c.Query("SELECT COALESCE(MAX(version), 0) FROM schema_migrations", {});
+    if (!rows.ok()) return rows.status();
+    const int64_t current = rows->empty() ? 0 : Int((*rows)[0][0]);
+    const int64_t latest = Migrations().back().version;
+    if (current > latest) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("database schema version ", current, " is newer than this binary knows (",
+                       latest, "); run a newer falcon-apiserver"));
+    }
+    for (const Migration& m : Migrations()) {
+      if (m.version <= current) continue;
+      for (const std::string& stmt : dialect_ == Dialect::kMysql ? m.mysql : m.sqlite) {
+        if (auto s = c.ExecRaw(stmt); !s.ok()) {
+          return Annotate(s, absl::StrCat("applying schema migration ", m.version, " (", m.name, ")"));
+        }
+      }
+      if (auto s = c.Exec("INSERT INTO schema_migrations (version, name) VALUES (?, ?)",
+                          {int64_t{m.version}, m.name});
+          !s.ok()) {
+        return s;
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  static absl::Status Annotate(const absl::Status& s, const std::string& ctx) {
+    return absl::Status(s.code(), absl::StrCat(ctx, ": ", s.message()));
+  }
+
+  // Runs `fn` on a pooled connection. Retries on a fresh connection when the connection was lost before
+  // anything could have been committed, or when the database rolled the transaction back (deadlock).
+  template <typename T, typename F>
+  absl::StatusOr<T> Run(F&& fn) {
+    for (int attempt = 1;; ++attempt) {
+      absl::StatusOr<ConnPool::Lease> lease = pool_->Acquire();
+      if (!lease.ok()) return lease.status();
+      absl::StatusOr<T> r = fn(**lease);
+      if (r.ok() || attempt >= kMaxAttempts) return r;
+      SqlConn& c = **lease;
+      const bool lost = c.broken() && !c.commit_outcome_unknown();
+      if (c.broken()) pool_->DiscardIdle();  // a server restart breaks every pooled connection
+      if (!lost && !c.last_error_retryable()) return r;
+    }
+  }
+  template <typename F>
+  absl::Status RunStatus(F&& fn) {
+    return Run<bool>([&](SqlConn& c) -> absl::StatusOr<bool> {
+             absl::Status s = fn(c);
+             if (!s.ok()) return s;
+             return true;
+           })
+        .status();
+  }
+  // Runs `fn` inside a write transaction; commits on success, rolls back otherwise.
+  template <typename T, typename F>
+  absl::StatusOr<T> RunTx(F&& fn) {
+    return Run<T>([&](SqlConn& c) -> absl::StatusOr<T> {
+      if (auto s = c.Begin(); !s.ok()) return s;
+      absl::StatusOr<T> r = fn(c);
+      if (!r.ok()) {
+        c.Rollback();
+        return r;
+      }
+      if (auto s = c.Commit(); !s.ok()) {
+        c.Rollback();
+        return s;
+      }
+      return r;
+    });
+  }
+  template <typename F>
+  absl::Status RunTx(F&& fn) {
+    return RunTx<bool>([&](SqlConn& c) -> absl::StatusOr<bool> {
+             absl::Status s = fn(c);
+             if (!s.ok()) return s;
+             return true;
+           })
+        .status();
+  }
+
+  const Dialect dialect_;
+  std::unique_ptr<ConnPool> pool_;
+  std::string for_update_;
+  std::string awaiting_sql_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Store>> NewSqlStore(Dialect dialect, std::unique_ptr<ConnPool> pool) {
+  auto store = std::make_unique<SqlStore>(dialect, std::move(pool));
+  if (auto s = store->Migrate(); !s.ok()) return s;
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+}  // namespace falcon::store::internal

@@ -1,0 +1,766 @@
+// One suite for every Store backend. Built twice: store_sqlite_test (unit) runs it on SQLite files,
+// store_mariadb_test (integration) on a private mariadbd started through test/mariadb/mariadb.sh.
+#include "store/store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+#ifndef FALCON_STORE_BACKEND
+#define FALCON_STORE_BACKEND "sqlite"
+#endif
+
+namespace falcon::store {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using namespace api::v1;  // NOLINT: enum values
+
+constexpr bool kMariaDb = std::string_view(FALCON_STORE_BACKEND) == "mariadb";
+
+std::string Shell(const std::string& cmd, int* rc = nullptr) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  int status = pclose(p);
+  if (rc != nullptr) *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+std::string ShellQuote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+// The private MariaDB server of this test process, started once and stopped at exit.
+class MariaDbServer : public ::testing::Environment {
+ public:
+  // Starts the server on first use (tests that need no server do not pay for one).
+  void EnsureStarted() {
+    if (started_) return;
+    char tmpl[] = "/tmp/falcon-store-mariadb-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    int rc = 0;
+    std::string out = Shell(absl::StrCat(Script(), " start ", dir_, " 2>&1"), &rc);
+    ASSERT_EQ(rc, 0) << "could not start mariadbd through test/mariadb/mariadb.sh "
+                        "(is Debian's mariadb-server installed? scripts/setup.sh installs it):\n"
+                     << out;
+    std::ifstream in(dir_ + "/dsn");
+    std::getline(in, dsn_);
+    ASSERT_FALSE(dsn_.empty()) << "mariadb.sh wrote no DSN to " << dir_ << "/dsn";
+    started_ = true;
+  }
+  void TearDown() override {
+    if (!dir_.empty()) {
+      if (started_) Shell(absl::StrCat(Script(), " stop ", dir_, " 2>&1"));
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+    }
+  }
+  // Runs SQL through the server's socket; returns the rows as printed by the client.
+  std::string Sql(const std::string& sql) {
+    int rc = 0;
+    std::string out = Shell(absl::StrCat(Script(), " sql ", dir_, " ", ShellQuote(sql), " 2>&1"), &rc);
+    EXPECT_EQ(rc, 0) << sql << ": " << out;
+    return out;
+  }
+  // A DSN for a fresh, empty database on this server.
+  std::string NewDatabase() {
+    std::string name = absl::StrCat("t", ++databases_);
+    Sql(absl::StrCat("CREATE DATABASE ", name));
+    return dsn_.substr(0, dsn_.rfind('/') + 1) + name;
+  }
+  const std::string& dsn() const { return dsn_; }
+  bool started() const { return started_; }
+
+ private:
+  static std::string Script() { return std::string(FALCON_SOURCE_DIR) + "/test/mariadb/mariadb.sh"; }
+  std::string dir_;
+  std::string dsn_;
+  bool started_ = false;
+  int databases_ = 0;
+};
+
+// gtest owns and tears down registered environments (stopping the server at exit).
+MariaDbServer* g_mariadb = [] {
+  if (!kMariaDb) return static_cast<MariaDbServer*>(nullptr);
+  auto* server = new MariaDbServer();
+  ::testing::AddGlobalTestEnvironment(server);
+  return server;
+}();
+
+google::protobuf::Timestamp Ts(int64_t seconds, int micros = 0) {
+  google::protobuf::Timestamp t;
+  t.set_seconds(1'700'000'000 + seconds);
+  t.set_nanos(micros * 1000);
+  return t;
+}
+Time TimeOf(int64_t seconds) { return Time(std::chrono::seconds(1'700'000'000 + seconds)); }
+
+Exp MakeExp(const std::string& id, ExpStatus status, int64_t at) {
+  Exp e;
+  e.set_exp_id(id);
+  e.set_name("exp " + id);
+  e.set_status(status);
+  *e.mutable_created_at() = Ts(at);
+  *e.mutable_updated_at() = Ts(at);
+  return e;
+}
+
+Artifact MakeArtifact(const std::string& id, const std::string& exp, int64_t at) {
+  Artifact a;
+  a.set_artifact_id(id);
+  a.set_exp_id(exp);
+  a.set_artifact_type("xplane");
+  a.set_uri("gs://bucket/exps/" + exp + "/" + id + ".xplane.pb");
+  *a.mutable_created_at() = Ts(at);
+  return a;
+}
+
+AnalysisRecord MakeRecord(const std::string& id, const std::string& exp, AnalysisType type,
+                          const std::string& artifact, int64_t at,
+                          AnalysisStatus status = ANALYSIS_STATUS_PENDING) {
+  AnalysisRecord r;
+  r.set_analysis_id(id);
+  r.set_name("analysis " + id);
+  r.set_exp_id(exp);
+  r.set_artifact_id(artifact);
+  r.set_analysis_type(type);
+  r.set_plugin_name("xplane-stats");
+  r.set_status(status);
+  r.set_command("xplane-stats");
+  r.set_script_name("script");
+  *r.mutable_created_at() = Ts(at);
+  *r.mutable_updated_at() = Ts(at);
+  return r;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if constexpr (kMariaDb) {
+      ASSERT_NE(g_mariadb, nullptr);
+      ASSERT_NO_FATAL_FAILURE(g_mariadb->EnsureStarted());
+      ASSERT_TRUE(g_mariadb->started());
+      url_ = g_mariadb->NewDatabase();
+    } else {
+      char tmpl[] = "/tmp/falcon-store-sqlite-XXXXXX";
+      ASSERT_NE(mkdtemp(tmpl), nullptr);
+      dir_ = tmpl;
+      url_ = "sqlite://" + dir_ + "/falcon.db";
+    }
+    absl::StatusOr<std::unique_ptr<Store>> s = OpenStore(url_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(*s);
+  }
+  void TearDown() override {
+    store_.reset();
+    if (!dir_.empty()) {
+      std::error_code ec;
+      fs::remove_all(dir_, ec);
+    }
+  }
+
+  void MustCreateExp(const std::string& id, ExpStatus st, int64_t at) {
+    ASSERT_TRUE(store_->CreateExp(MakeExp(id, st, at)).ok());
+  }
+  void MustCreateArtifact(const std::string& id, const std::string& exp, int64_t at) {
+    absl::Status s = store_->CreateArtifact(MakeArtifact(id, exp, at));
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  AnalysisRecord Update(const std::string& id, AnalysisStatus st, absl::Status* out) {
+    AnalysisRecord u;
+    u.set_status(st);
+    auto r = store_->UpdateAnalysisRecord(id, u, {"status"}, TimeOf(1000));
+    *out = r.status();
+    return r.ok() ? *r : AnalysisRecord();
+  }
+
+  std::string dir_;
+  std::string url_;
+  std::unique_ptr<Store> store_;
+};
+
+TEST_F(StoreTest, ExpCrudAndErrors) {
+  MustCreateExp("e1", EXP_STATUS_RUNNING, 10);
+  absl::Status dup = store_->CreateExp(MakeExp("e1", EXP_STATUS_RUNNING, 11));
+  EXPECT_EQ(dup.code(), absl::StatusCode::kAlreadyExists) << dup;
+  EXPECT_THAT(std::string(dup.message()), HasSubstr("e1"));
+
+  auto got = store_->GetExp("e1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->name(), "exp e1");
+  EXPECT_EQ(got->status(), EXP_STATUS_RUNNING);
+  EXPECT_EQ(got->created_at().seconds(), Ts(10).seconds());
+  EXPECT_FALSE(got->has_completed_at());
+
+  EXPECT_EQ(store_->GetExp("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->UpdateExpStatus("nope", EXP_STATUS_COMPLETED, TimeOf(20)).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->CreateExp(MakeExp("", EXP_STATUS_RUNNING, 1)).code(),
+            absl::StatusCode::kInvalidArgument);
+
+  auto done = store_->UpdateExpStatus("e1", EXP_STATUS_COMPLETED, TimeOf(20));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->status(), EXP_STATUS_COMPLETED);
+  EXPECT_EQ(done->updated_at().seconds(), Ts(20).seconds());
+  ASSERT_TRUE(done->has_completed_at());
+  EXPECT_EQ(done->completed_at().seconds(), Ts(20).seconds());
+}
+
+TEST_F(StoreTest, TimestampsKeepMicroseconds) {
+  Exp e = MakeExp("e1", EXP_STATUS_PENDING, 5);
+  *e.mutable_created_at() = Ts(5, 123456);
+  ASSERT_TRUE(store_->CreateExp(e).ok());
+  auto got = store_->GetExp("e1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->created_at().nanos(), 123456000);
+}
+
+TEST_F(StoreTest, ListExpsPagesNewestFirstWithStatusFilter) {
+  for (int i = 0; i < 7; ++i) {
+    MustCreateExp(absl::StrCat("e", i), i % 2 ? EXP_STATUS_COMPLETED : EXP_STATUS_RUNNING, i / 2);
+  }
+  std::vector<std::string> seen;
+  ListExpsQuery q;
+  q.page_size = 3;
+  for (int pages = 0; pages < 10; ++pages) {
+    auto page = store_->ListExps(q);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const Exp& e : page->exps) seen.push_back(e.exp_id());
+    if (page->next_page_token.empty()) break;
+    q.page_token = page->next_page_token;
+  }
+  // created_at desc, then exp_id desc for ties.
+  EXPECT_THAT(seen, ::testing::ElementsAre("e6", "e5", "e4", "e3", "e2", "e1", "e0"));
+
+  ListExpsQuery completed;
+  completed.status = EXP_STATUS_COMPLETED;
+  auto page = store_->ListExps(completed);
+  ASSERT_TRUE(page.ok());
+  std::vector<std::string> ids;
+  for (const Exp& e : page->exps) ids.push_back(e.exp_id());
+  EXPECT_THAT(ids, ::testing::ElementsAre("e5", "e3", "e1"));
+  EXPECT_TRUE(page->next_page_token.empty());
+}
+
+TEST_F(StoreTest, Artifacts) {
+  MustCreateExp("e1", EXP_STATUS_RUNNING, 1);
+  MustCreateArtifact("a2", "e1", 3);
+  MustCreateArtifact("a1", "e1", 2);
+  absl::Status s = store_->CreateArtifact(MakeArtifact("a3", "missing", 4));
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("missing"));
+  EXPECT_EQ(store_->CreateArtifact(MakeArtifact("a1", "e1", 5)).code(),
+            absl::StatusCode::kAlreadyExists);
+
+  auto list = store_->ListArtifacts("e1");
+  ASSERT_TRUE(list.ok()) << list.status();
+  ASSERT_EQ(list->size(), 2u);
+  EXPECT_EQ((*list)[0].artifact_id(), "a1");
+  EXPECT_EQ((*list)[0].uri(), "gs://bucket/exps/e1/a1.xplane.pb");
+  EXPECT_EQ((*list)[0].artifact_type(), "xplane");
+  EXPECT_EQ((*list)[1].artifact_id(), "a2");
+  EXPECT_EQ(store_->ListArtifacts("missing").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, AnalysisRecordCrud) {
+  MustCreateExp("e1", EXP_STATUS_COMPLETED, 1);
+  AnalysisRecord r = MakeRecord("r1", "e1", ANALYSIS_TYPE_ONLINE, "", 5);
+  std::string script("#!/bin/sh\necho hi\n\0\xff binary", 26);
+  r.set_script_content(script);
+  r.set_script_name("run.sh");
+  r.set_result_gcs_path("gs://b/analysis/e1/r1/");
+  ASSERT_TRUE(store_->CreateAnalysisRecord(r).ok());
+
+  auto got = store_->GetAnalysisRecord("r1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->script_content(), script);
+  EXPECT_EQ(got->script_name(), "run.sh");
+  EXPECT_EQ(got->analysis_type(), ANALYSIS_TYPE_ONLINE);
+  EXPECT_EQ(got->status(), ANALYSIS_STATUS_PENDING);
+  EXPECT_EQ(got->plugin_name(), "xplane-stats");
+  EXPECT_EQ(got->result_gcs_path(), "gs://b/analysis/e1/r1/");
+  EXPECT_EQ(got->artifact_id(), "");
+  EXPECT_EQ(got->created_at().seconds(), Ts(5).seconds());
+
+  EXPECT_EQ(store_->CreateAnalysisRecord(r).code(), absl::StatusCode::kAlreadyExists);
+  absl::Status no_exp = store_->CreateAnalysisRecord(MakeRecord("r2", "ghost", ANALYSIS_TYPE_ONLINE, "", 5));
+  EXPECT_EQ(no_exp.code(), absl::StatusCode::kNotFound) << no_exp;
+  EXPECT_THAT(std::string(no_exp.message()), HasSubstr("ghost"));
+
+  AnalysisRecord big = MakeRecord("r3", "e1", ANALYSIS_TYPE_ONLINE, "", 5);
+  big.set_script_content(std::string(kMaxScriptBytes + 1, 'x'));
+  absl::Status too_big = store_->CreateAnalysisRecord(big);
+  EXPECT_EQ(too_big.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(too_big.message()), HasSubstr("1048576"));
+  big.set_script_content(std::string(kMaxScriptBytes, 'x'));
+  ASSERT_TRUE(store_->CreateAnalysisRecord(big).ok()) << "a script of exactly 1 MiB fits";
+  EXPECT_EQ(store_->GetAnalysisRecord("r3")->script_content().size(), kMaxScriptBytes);
+
+  EXPECT_EQ(store_->GetAnalysisRecord("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->DeleteAnalysisRecord("nope").code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE(store_->DeleteAnalysisRecord("r1").ok());
+  EXPECT_EQ(store_->GetAnalysisRecord("r1").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->DeleteAnalysisRecord("r1").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(StoreTest, OfflineDuplicateIsRefusedByTheDatabase) {
+  MustCreateExp("e1", EXP_STATUS_COMPLETED, 1);
+  MustCreateExp("e2", EXP_STATUS_COMPLETED, 1);
+  MustCreateArtifact("a1", "e1", 2);
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("r1", "e1", ANALYSIS_TYPE_OFFLINE, "a1", 3)).ok());
+  absl::Status dup =
+      store_->CreateAnalysisRecord(MakeRecord("r2", "e1", ANALYSIS_TYPE_OFFLINE, "a1", 4));
+  EXPECT_EQ(dup.code(), absl::StatusCode::kAlreadyExists) << dup;
+  EXPECT_THAT(std::string(dup.message()), HasSubstr("offline"));
+  // Online analyses of the same artifact are unlimited; other pairs are independent.
+  EXPECT_TRUE(store_->CreateAnalysisRecord(MakeRecord("r3", "e1", ANALYSIS_TYPE_ONLINE, "a1", 5)).ok());
+  EXPECT_TRUE(store_->CreateAnalysisRecord(MakeRecord("r4", "e1", ANALYSIS_TYPE_ONLINE, "a1", 6)).ok());
+  EXPECT_TRUE(store_->CreateAnalysisRecord(MakeRecord("r5", "e2", ANALYSIS_TYPE_OFFLINE, "a1", 7)).ok());
+
+  // Racing pollers: exactly one of many concurrent offline inserts wins.
+  MustCreateArtifact("a9", "e1", 9);
+  std::atomic<int> ok{0}, exists{0}, other{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 10; ++i) {
+    threads.emplace_back([&, i] {
+      absl::Status s = store_->CreateAnalysisRecord(
+          MakeRecord(absl::StrCat("race", i), "e1", ANALYSIS_TYPE_OFFLINE, "a9", 10));
+      if (s.ok()) ++ok;
+      else if (absl::IsAlreadyExists(s)) ++exists;
+      else ++other;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok.load(), 1);
+  EXPECT_EQ(exists.load(), 9);
+  EXPECT_EQ(other.load(), 0);
+}
+
+TEST(StateMachine, Transitions) {
+  const AnalysisStatus P = ANALYSIS_STATUS_PENDING, R = ANALYSIS_STATUS_RUNNING,
+                       S = ANALYSIS_STATUS_SUCCEEDED, F = ANALYSIS_STATUS_FAILED,
+                       C = ANALYSIS_STATUS_CANCELLED;
+  EXPECT_TRUE(IsLegalTransition(P, R));
+  EXPECT_TRUE(IsLegalTransition(P, F));
+  EXPECT_TRUE(IsLegalTransition(P, C));
+  EXPECT_TRUE(IsLegalTransition(P, P));
+  EXPECT_FALSE(IsLegalTransition(P, S));
+  EXPECT_TRUE(IsLegalTransition(R, S));
+  EXPECT_TRUE(IsLegalTransition(R, F));
+  EXPECT_TRUE(IsLegalTransition(R, C));
+  EXPECT_TRUE(IsLegalTransition(R, R));
+  EXPECT_FALSE(IsLegalTransition(R, P));
+  for (AnalysisStatus t : {S, F, C}) {
+    EXPECT_TRUE(IsTerminal(t));
+    for (AnalysisStatus to : {P, R, S, F, C}) EXPECT_FALSE(IsLegalTransition(t, to));
+  }
+  EXPECT_FALSE(IsTerminal(P));
+  EXPECT_FALSE(IsTerminal(R));
+  EXPECT_FALSE(IsLegalTransition(P, ANALYSIS_STATUS_UNSPECIFIED));
+}
+
+TEST_F(StoreTest, StatusTransitionsInTheDatabase) {
+  MustCreateExp("e1", EXP_STATUS_COMPLETED, 1);
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("r1", "e1", ANALYSIS_TYPE_ONLINE, "", 2)).ok());
+  absl::Status s;
+  Update("r1", ANALYSIS_STATUS_SUCCEEDED, &s);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("pending"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("succeeded"));
+
+  AnalysisRecord r = Update("r1", ANALYSIS_STATUS_RUNNING, &s);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(r.status(), ANALYSIS_STATUS_RUNNING);
+  EXPECT_EQ(r.updated_at().seconds(), Ts(1000).seconds());
+  EXPECT_EQ(r.created_at().seconds(), Ts(2).seconds());
+  Update("r1", ANALYSIS_STATUS_RUNNING, &s);
+  EXPECT_TRUE(s.ok()) << "re-asserting a non-terminal state is allowed: " << s;
+  Update("r1", ANALYSIS_STATUS_PENDING, &s);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  r = Update("r1", ANALYSIS_STATUS_CANCELLED, &s);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(r.status(), ANALYSIS_STATUS_CANCELLED);
+
+  // Terminal: nothing changes any more, not even fields other than status.
+  Update("r1", ANALYSIS_STATUS_FAILED, &s);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("cancelled"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("failed"));
+  AnalysisRecord u;
+  u.set_error_message("late pod failure");
+  auto late = store_->UpdateAnalysisRecord("r1", u, {"error_message"}, TimeOf(2000));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+  auto got = store_->GetAnalysisRecord("r1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status(), ANALYSIS_STATUS_CANCELLED);
+  EXPECT_EQ(got->error_message(), "");
+
+  Update("ghost", ANALYSIS_STATUS_RUNNING, &s);
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
+}
+
+TEST_F(StoreTest, FieldMaskOnlyChangesMaskedPaths) {
+  MustCreateExp("e1", EXP_STATUS_COMPLETED, 1);
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("r1", "e1", ANALYSIS_TYPE_ONLINE, "", 2)).ok());
+  AnalysisRecord u;
+  u.set_name("renamed");
+  u.set_status(ANALYSIS_STATUS_RUNNING);
+  u.set_error_message("not in the mask");
+  u.set_result_gcs_path("gs://b/analysis/e1/r1/");
+  u.set_command("rm -rf /");  // never updatable
+  auto r = store_->UpdateAnalysisRecord("r1", u, {"name", "result_gcs_path"}, TimeOf(50));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->name(), "renamed");
+  EXPECT_EQ(r->result_gcs_path(), "gs://b/analysis/e1/r1/");
+  EXPECT_EQ(r->status(), ANALYSIS_STATUS_PENDING);
+  EXPECT_EQ(r->error_message(), "");
+  EXPECT_EQ(r->command(), "xplane-stats");
+  EXPECT_EQ(r->updated_at().seconds(), Ts(50).seconds());
+
+  for (std::string bad : {"command", "status.foo", "", "script_content", "created_at"}) {
+    auto res = store_->UpdateAnalysisRecord("r1", u, {"name", bad}, TimeOf(60));
+    EXPECT_EQ(res.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(std::string(res.status().message()), HasSubstr("'" + bad + "'"));
+  }
+  EXPECT_EQ(store_->UpdateAnalysisRecord("r1", u, {}, TimeOf(60)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->GetAnalysisRecord("r1")->name(), "renamed") << "a refused mask changes nothing";
+}
+
+TEST_F(StoreTest, ConcurrentUpdatesNeverLoseACancel) {
+  MustCreateExp("e1", EXP_STATUS_COMPLETED, 1);
+  ASSERT_TRUE(store_->CreateAnalysisRecord(
+                  MakeRecord("r1", "e1", ANALYSIS_TYPE_ONLINE, "", 2, ANALYSIS_STATUS_RUNNING))
+                  .ok());
+  constexpr int kThreads = 20, kRounds = 15;
+  std::atomic<bool> cancelled{false};
+  std::atomic<int> updates_after_cancel_ok{0}, unexpected{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kRounds; ++i) {
+        if (t == 0 && i == kRounds / 3) {
+          AnalysisRecord c;
+          c.set_status(ANALYSIS_STATUS_CANCELLED);
+          auto r = store_->UpdateAnalysisRecord("r1", c, {"status"}, TimeOf(100));
+          if (r.ok()) cancelled = true;
+          else ++unexpected;
+          continue;
+        }
+        const bool was_cancelled = cancelled.load();
+        AnalysisRecord u;
+        // Late reports a controller might send: still running, failed, succeeded.
+        u.set_status(i % 3 == 0 ? ANALYSIS_STATUS_RUNNING
+                                : (i % 3 == 1 ? ANALYSIS_STATUS_FAILED : ANALYSIS_STATUS_SUCCEEDED));
+        u.set_error_message(absl::StrCat("thread ", t));
+        std::vector<std::string> paths = {"error_message"};
+        if (t % 2 == 0) paths.push_back("status");  // half the threads only touch other fields
+        else u.set_status(ANALYSIS_STATUS_RUNNING);
+        if (t % 2 == 0 && u.status() != ANALYSIS_STATUS_RUNNING) {
+          // A terminal report would legitimately end the race; only re-assert running here.
+          u.set_status(ANALYSIS_STATUS_RUNNING);
+        }
+        auto r = store_->UpdateAnalysisRecord("r1", u, paths, TimeOf(100 + i));
+        if (r.ok() && was_cancelled) ++updates_after_cancel_ok;
+        if (!r.ok() && r.status().code() != absl::StatusCode::kFailedPrecondition) {
+          ADD_FAILURE() << r.status();
+          ++unexpected;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(cancelled.load());
+  EXPECT_EQ(updates_after_cancel_ok.load(), 0) << "an update succeeded after the cancel committed";
+  EXPECT_EQ(unexpected.load(), 0);
+  auto got = store_->GetAnalysisRecord("r1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->status(), ANALYSIS_STATUS_CANCELLED);
+
+  // Racing terminal reports: exactly one wins and is what stays.
+  ASSERT_TRUE(store_->CreateAnalysisRecord(
+                  MakeRecord("r2", "e1", ANALYSIS_TYPE_ONLINE, "", 3, ANALYSIS_STATUS_RUNNING))
+                  .ok());
+  std::atomic<int> wins{0};
+  std::mutex mu;
+  AnalysisStatus winner = ANALYSIS_STATUS_UNSPECIFIED;
+  threads.clear();
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      AnalysisRecord u;
+      u.set_status(t % 3 == 0 ? ANALYSIS_STATUS_CANCELLED
+                              : (t % 3 == 1 ? ANALYSIS_STATUS_FAILED : ANALYSIS_STATUS_SUCCEEDED));
+      auto r = store_->UpdateAnalysisRecord("r2", u, {"status"}, TimeOf(200));
+      if (r.ok()) {
+        ++wins;
+        std::lock_guard<std::mutex> l(mu);
+        winner = u.status();
+      } else {
+        EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(wins.load(), 1);
+  EXPECT_EQ(store_->GetAnalysisRecord("r2")->status(), winner);
+}
+
+TEST_F(StoreTest, PagesThroughAllRecordsNewestFirstWithFilters) {
+  MustCreateExp("e1", EXP_STATUS_COMPLETED, 1);
+  MustCreateExp("e2", EXP_STATUS_COMPLETED, 1);
+  const AnalysisStatus kStatuses[] = {ANALYSIS_STATUS_PENDING, ANALYSIS_STATUS_RUNNING,
+                                      ANALYSIS_STATUS_SUCCEEDED, ANALYSIS_STATUS_FAILED,
+                                      ANALYSIS_STATUS_CANCELLED};
+  struct Row {
+    int64_t at;
+    std::string id, exp;
+    AnalysisStatus st;
+  };
+  std::vector<Row> all;
+  for (int i = 0; i < 37; ++i) {
+    // Several records share a timestamp: the id breaks the tie.
+    Row row{i / 3, absl::StrCat("r", 100 + (i * 7) % 37), i % 2 ? "e1" : "e2", kStatuses[i % 5]};
+    ASSERT_TRUE(store_->CreateAnalysisRecord(
+                    MakeRecord(row.id, row.exp, ANALYSIS_TYPE_ONLINE, "", row.at, row.st))
+                    .ok());
+    all.push_back(row);
+  }
+  std::sort(all.begin(), all.end(), [](const Row& a, const Row& b) {
+    return a.at != b.at ? a.at > b.at : a.id > b.id;
+  });
+  auto collect = [&](ListAnalysesQuery q) {
+    std::vector<std::string> ids;
+    for (int pages = 0; pages < 100; ++pages) {
+      auto page = store_->ListAnalysisRecords(q);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok()) break;
+      EXPECT_LE(page->records.size(), static_cast<size_t>(q.page_size));
+      for (const auto& r : page->records) ids.push_back(r.analysis_id());
+      if (page->next_page_token.empty()) break;
+      q.page_token = page->next_page_token;
+    }
+    return ids;
+  };
+  auto expect = [&](const std::function<bool(const Row&)>& keep) {
+    std::vector<std::string> ids;
+    for (const Row& r : all) {
+      if (keep(r)) ids.push_back(r.id);
+    }
+    return ids;
+  };
+  ListAnalysesQuery q;
+  q.page_size = 5;
+  EXPECT_EQ(collect(q), expect([](const Row&) { return true; }));
+  q.exp_id = "e1";
+  EXPECT_EQ(collect(q), expect([](const Row& r) { return r.exp == "e1"; }));
+  q.statuses = {ANALYSIS_STATUS_RUNNING, ANALYSIS_STATUS_CANCELLED};
+  EXPECT_EQ(collect(q), expect([](const Row& r) {
+              return r.exp == "e1" &&
+                     (r.st == ANALYSIS_STATUS_RUNNING || r.st == ANALYSIS_STATUS_CANCELLED);
+            }));
+  q.exp_id = "";
+  q.page_size = 1000;
+  EXPECT_EQ(collect(q), expect([](const Row& r) {
+              return r.st == ANALYSIS_STATUS_RUNNING || r.st == ANALYSIS_STATUS_CANCELLED;
+            }));
+  q.exp_id = "nobody";
+  EXPECT_TRUE(collect(q).empty());
+
+  ListAnalysesQuery bad;
+  bad.page_token = "garbage!";
+  EXPECT_EQ(store_->ListAnalysisRecords(bad).status().code(), absl::StatusCode::kInvalidArgument);
+  bad.page_token = "";
+  bad.page_size = -1;
+  EXPECT_EQ(store_->ListAnalysisRecords(bad).status().code(), absl::StatusCode::kInvalidArgument);
+
+  auto non_terminal = store_->ListNonTerminalAnalyses();
+  ASSERT_TRUE(non_terminal.ok());
+  std::vector<std::string> ids;
+  for (const auto& r : *non_terminal) {
+    ids.push_back(r.analysis_id());
+    EXPECT_FALSE(IsTerminal(r.status()));
+  }
+  std::vector<std::string> want = expect([](const Row& r) { return !IsTerminal(r.st); });
+  std::reverse(want.begin(), want.end());  // oldest first
+  EXPECT_EQ(ids, want);
+}
+
+TEST_F(StoreTest, ExpsAwaitingAnalysis) {
+  MustCreateExp("done1", EXP_STATUS_COMPLETED, 1);
+  MustCreateExp("busy", EXP_STATUS_RUNNING, 1);
+  MustCreateExp("done2", EXP_STATUS_COMPLETED, 1);
+  MustCreateArtifact("a1", "done1", 10);
+  MustCreateArtifact("a2", "done1", 11);
+  MustCreateArtifact("a3", "done1", 12);
+  MustCreateArtifact("b1", "busy", 5);
+  MustCreateArtifact("c1", "done2", 7);
+  MustCreateArtifact("c0", "done2", 7);  // same time as c1: artifact_id orders
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("r1", "done1", ANALYSIS_TYPE_OFFLINE, "a2", 20)).ok());
+  // An online analysis of a3 does not count as its offline analysis.
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("r2", "done1", ANALYSIS_TYPE_ONLINE, "a3", 20)).ok());
+
+  auto ids = [&](int limit) {
+    std::vector<std::string> out;
+    auto rows = store_->ListExpsAwaitingAnalysis(limit);
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    if (!rows.ok()) return out;
+    for (const auto& r : *rows) {
+      EXPECT_EQ(r.exp.exp_id(), r.artifact.exp_id());
+      EXPECT_EQ(r.exp.status(), EXP_STATUS_COMPLETED);
+      out.push_back(r.artifact.artifact_id());
+    }
+    return out;
+  };
+  EXPECT_THAT(ids(100), ::testing::ElementsAre("c0", "c1", "a1", "a3"));
+  EXPECT_THAT(ids(2), ::testing::ElementsAre("c0", "c1"));
+  auto rows = store_->ListExpsAwaitingAnalysis(1);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_EQ((*rows)[0].exp.name(), "exp done2");
+  EXPECT_EQ((*rows)[0].artifact.uri(), "gs://bucket/exps/done2/c0.xplane.pb");
+
+  // The Exp completes: its artifacts join, in artifact order.
+  ASSERT_TRUE(store_->UpdateExpStatus("busy", EXP_STATUS_COMPLETED, TimeOf(30)).ok());
+  EXPECT_THAT(ids(100), ::testing::ElementsAre("b1", "c0", "c1", "a1", "a3"));
+  // An artifact added to a completed Exp awaits too.
+  MustCreateArtifact("b2", "busy", 1);
+  EXPECT_THAT(ids(100), ::testing::ElementsAre("b2", "b1", "c0", "c1", "a1", "a3"));
+  // Offline records take artifacts out; deleting one puts it back.
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("r3", "busy", ANALYSIS_TYPE_OFFLINE, "b1", 31)).ok());
+  EXPECT_THAT(ids(100), ::testing::ElementsAre("b2", "c0", "c1", "a1", "a3"));
+  ASSERT_TRUE(store_->DeleteAnalysisRecord("r1").ok());
+  EXPECT_THAT(ids(100), ::testing::ElementsAre("b2", "c0", "c1", "a1", "a2", "a3"));
+  // An Exp that is no longer completed drops out.
+  ASSERT_TRUE(store_->UpdateExpStatus("done2", EXP_STATUS_FAILED, TimeOf(40)).ok());
+  EXPECT_THAT(ids(100), ::testing::ElementsAre("b2", "a1", "a2", "a3"));
+  // A record for an artifact that is registered afterwards still counts.
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("r4", "busy", ANALYSIS_TYPE_OFFLINE, "b3", 41)).ok());
+  MustCreateArtifact("b3", "busy", 0);
+  EXPECT_THAT(ids(100), ::testing::ElementsAre("b2", "a1", "a2", "a3"));
+
+  EXPECT_EQ(store_->ListExpsAwaitingAnalysis(0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(StoreTest, AwaitingQueryUsesItsIndex) {
+  auto plan = store_->ExplainAwaitingQuery();
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(*plan, HasSubstr("artifacts_awaiting")) << *plan;
+  EXPECT_THAT(*plan, ::testing::Not(HasSubstr("TEMP B-TREE"))) << "no sort step expected:\n" << *plan;
+  EXPECT_THAT(*plan, ::testing::Not(HasSubstr("filesort"))) << "no sort step expected:\n" << *plan;
+  std::cout << "plan on " << FALCON_STORE_BACKEND << ":\n" << *plan << std::endl;
+}
+
+TEST_F(StoreTest, FencingEpochs) {
+  EXPECT_TRUE(store_->CheckFencingEpoch("analyzer-controller", 5).ok());
+  EXPECT_TRUE(store_->CheckFencingEpoch("analyzer-controller", 5).ok());
+  absl::Status stale = store_->CheckFencingEpoch("analyzer-controller", 4);
+  EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(stale.message()), HasSubstr("stale leader epoch 4 < 5"));
+  EXPECT_TRUE(store_->CheckFencingEpoch("analyzer-controller", 7).ok());
+  EXPECT_EQ(store_->CheckFencingEpoch("analyzer-controller", 6).code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(store_->CheckFencingEpoch("other-lease", 1).ok()) << "leases are independent";
+
+  // Concurrent leaders: whatever the interleaving, the highest epoch ends up recorded and an older one
+  // is refused afterwards.
+  std::vector<std::thread> threads;
+  for (int i = 10; i < 30; ++i) {
+    threads.emplace_back([&, i] {
+      absl::Status s = store_->CheckFencingEpoch("race", i);
+      EXPECT_TRUE(s.ok() || s.code() == absl::StatusCode::kFailedPrecondition) << s;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(store_->CheckFencingEpoch("race", 29).ok());
+  EXPECT_EQ(store_->CheckFencingEpoch("race", 28).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(StoreTest, ReopenKeepsDataAndDoesNotReapplyMigrations) {
+  MustCreateExp("e1", EXP_STATUS_COMPLETED, 1);
+  store_.reset();
+  auto again = OpenStore(url_);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE((*again)->GetExp("e1").ok());
+  // A second concurrent opener on the same database is fine too.
+  auto third = OpenStore(url_);
+  ASSERT_TRUE(third.ok()) << third.status();
+  EXPECT_TRUE((*third)->GetExp("e1").ok());
+}
+
+TEST(OpenStoreTest, RejectsMalformedUrls) {
+  for (const std::string url : {"", "postgres://x/y", "sqlite://", "mysql://root@127.0.0.1:3306",
+                                "mysql://root@127.0.0.1:notaport/db", "mysql://root@h:1/db?foo=bar"}) {
+    auto s = OpenStore(url);
+    ASSERT_FALSE(s.ok()) << url;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << url << ": " << s.status();
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr("sqlite:///"));
+  }
+}
+
+#if FALCON_STORE_MARIADB
+TEST(OpenStoreTest, UnreachableServerIsUnavailable) {
+  auto s = OpenStore("mysql://root@127.0.0.1:1/falcon");
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable) << s.status();
+}
+#endif
+
+TEST(OpenStoreTest, InMemorySqlite) {
+  auto s = OpenStore("sqlite://:memory:");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE((*s)->CreateExp(MakeExp("e1", EXP_STATUS_PENDING, 1)).ok());
+  EXPECT_TRUE((*s)->GetExp("e1").ok());
+}
+
+#if FALCON_STORE_MARIADB
+TEST_F(StoreTest, ReconnectsAfterTheConnectionIsKilled) {
+  MustCreateExp("e1", EXP_STATUS_COMPLETED, 1);
+  const std::string db = url_.substr(url_.rfind('/') + 1);
+  for (int round = 0; round < 3; ++round) {
+    std::string ids = g_mariadb->Sql(absl::StrCat(
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE DB = '", db, "' AND ID <> CONNECTION_ID()"));
+    int killed = 0;
+    for (absl::string_view id : absl::StrSplit(ids, '\n', absl::SkipWhitespace())) {
+      g_mariadb->Sql(absl::StrCat("KILL CONNECTION ", id));
+      ++killed;
+    }
+    ASSERT_GE(killed, 1) << "the store holds no connection to kill";
+    // The next calls of every kind succeed on a fresh connection.
+    auto got = store_->GetExp("e1");
+    ASSERT_TRUE(got.ok()) << "round " << round << ": " << got.status();
+    ASSERT_TRUE(store_->CreateArtifact(MakeArtifact(absl::StrCat("a", round), "e1", round)).ok());
+  }
+  auto list = store_->ListArtifacts("e1");
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->size(), 3u);
+}
+#endif
+
+}  // namespace
+}  // namespace falcon::store
