@@ -723,13 +723,11 @@ TEST(OpenStoreTest, RejectsMalformedUrls) {
   }
 }
 
-#if FALCON_STORE_MARIADB
 TEST(OpenStoreTest, UnreachableServerIsUnavailable) {
   auto s = OpenStore("mysql://root@127.0.0.1:1/falcon");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable) << s.status();
 }
-#endif
 
 TEST(OpenStoreTest, InMemorySqlite) {
   auto s = OpenStore("sqlite://:memory:");
