@@ -1,0 +1,167 @@
+// falcon-apiserver: the only owner of the database. Serves the HTTP/JSON API for the CLI and the gRPC
+// FalconAPIService for the controller, and forwards side-effecting calls to the analyzer controller.
+// main() only parses flags and wires objects together; see src/apiserver/.
+#include <grpcpp/grpcpp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdlib>
+#include <iostream>
+#include <thread>
+
+#include "apiserver/api_service.h"
+#include "apiserver/controller_client.h"
+#include "apiserver/http_server.h"
+#include "apiserver/metrics.h"
+#include "apiserver/options.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "objstore/object_store.h"
+#include "store/store.h"
+
+namespace {
+
+int Fail(const std::string& what) {
+  spdlog::error("{}", what);
+  std::cerr << "falcon-apiserver: " << what << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"falcon-apiserver: HTTP/JSON API and gRPC FalconAPIService over the Falcon database"};
+  std::string db_url;
+  std::string http_listen = "127.0.0.1:8080";
+  std::string grpc_listen = "127.0.0.1:9090";
+  std::string controller_addr = "127.0.0.1:9091";
+  std::string object_store;
+  std::string log_level = "info";
+  std::string log_format = "text";
+  int http_threads = 16;
+  double controller_retry_seconds = 10;
+  double drain_seconds = 20;
+  app.add_option("--db", db_url, "database: sqlite:///PATH (embedded) or mysql://user:pass@host:port/db")
+      ->envname("FALCON_DB")
+      ->required();
+  app.add_option("--http-listen", http_listen, "HTTP/JSON API address, HOST:PORT (port 0: any free)")
+      ->envname("FALCON_HTTP_LISTEN")
+      ->capture_default_str();
+  app.add_option("--grpc-listen", grpc_listen, "gRPC FalconAPIService address, HOST:PORT")
+      ->envname("FALCON_GRPC_LISTEN")
+      ->capture_default_str();
+  app.add_option("--controller-addr", controller_addr,
+                 "analyzer controller gRPC address(es), comma-separated HOST:PORT list")
+      ->envname("FALCON_CONTROLLER_ADDR")
+      ->capture_default_str();
+  app.add_option("--object-store", object_store,
+                 "object store URL for results: file:///DIR or gs://BUCKET (default: file:///<db dir>/objects)")
+      ->envname("FALCON_OBJECT_STORE");
+  app.add_option("--log-level", log_level, "trace|debug|info|warn|error")
+      ->envname("FALCON_LOG_LEVEL")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
+      ->capture_default_str();
+  app.add_option("--log-format", log_format, "text|json")
+      ->envname("FALCON_LOG_FORMAT")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  app.add_option("--http-threads", http_threads, "HTTP worker threads")
+      ->envname("FALCON_HTTP_THREADS")
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--controller-retry-seconds", controller_retry_seconds,
+                 "how long a forwarded call retries while no controller replica accepts it")
+      ->check(CLI::Range(0.0, 600.0))
+      ->capture_default_str();
+  app.add_option("--drain-seconds", drain_seconds,
+                 "on SIGTERM/SIGINT, how long in-flight gRPC calls may take to finish")
+      ->check(CLI::Range(0.0, 600.0))
+      ->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  falcon::InitLogging("falcon-apiserver", log_level, log_format);
+
+  std::string http_host, grpc_host;
+  int http_port = 0, grpc_port = 0;
+  if (auto s = falcon::apiserver::SplitHostPort(http_listen, &http_host, &http_port); !s.ok()) {
+    return Fail("--http-listen: " + std::string(s.message()));
+  }
+  if (auto s = falcon::apiserver::SplitHostPort(grpc_listen, &grpc_host, &grpc_port); !s.ok()) {
+    return Fail("--grpc-listen: " + std::string(s.message()));
+  }
+  if (object_store.empty()) {
+    auto url = falcon::apiserver::DefaultObjectStoreUrl(db_url);
+    if (!url.ok()) return Fail(std::string(url.status().message()));
+    object_store = *url;
+  }
+
+  // SIGTERM/SIGINT are handled by one thread (sigwait); block them before any other thread starts so
+  // none of gRPC's or httplib's threads receives them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  auto store = falcon::store::OpenStore(db_url);
+  if (!store.ok()) return Fail("--db=" + falcon::apiserver::RedactUrl(db_url) + ": " +
+                               std::string(store.status().message()));
+  auto objects = falcon::objstore::OpenObjectStore(object_store);
+  if (!objects.ok()) {
+    return Fail("--object-store=" + object_store + ": " + std::string(objects.status().message()));
+  }
+
+  falcon::SystemClock clock;
+  falcon::SystemRandom random;
+  falcon::apiserver::Metrics metrics;
+  falcon::apiserver::ControllerClientOptions controller_options;
+  controller_options.retry_budget =
+      std::chrono::milliseconds(static_cast<int64_t>(controller_retry_seconds * 1000));
+  auto controller =
+      falcon::apiserver::ControllerClient::Create(controller_addr, controller_options, clock, metrics);
+  if (!controller.ok()) return Fail(std::string(controller.status().message()));
+
+  falcon::apiserver::FalconApiService service(**store, objects->get(), clock, random, metrics);
+  grpc::ServerBuilder builder;
+  int grpc_bound = 0;
+  builder.AddListeningPort(grpc_listen, grpc::InsecureServerCredentials(), &grpc_bound);
+  builder.RegisterService(&service);
+  builder.SetMaxReceiveMessageSize(8 << 20);
+  std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
+  if (!grpc_server || grpc_bound == 0) {
+    return Fail("--grpc-listen: cannot listen on " + grpc_listen + " (address in use or not local?)");
+  }
+
+  falcon::apiserver::HttpServerOptions http_options;
+  http_options.threads = http_threads;
+  falcon::apiserver::HttpServer http(**store, objects->get(), controller->get(), clock, random, metrics,
+                                     http_options);
+  auto http_bound = http.Bind(http_host, http_port);
+  if (!http_bound.ok()) {
+    grpc_server->Shutdown();
+    return Fail("--http-listen: " + std::string(http_bound.status().message()));
+  }
+  spdlog::info("falcon-apiserver serving http={}:{} grpc={}:{} db={} object_store={} controller={}",
+               http_host, *http_bound, grpc_host, grpc_bound, falcon::apiserver::RedactUrl(db_url),
+               object_store, controller_addr);
+
+  // Drain on SIGTERM/SIGINT: stop accepting, let in-flight requests finish, exit 0.
+  std::thread stopper([&] {
+    int sig = 0;
+    sigwait(&stop_signals, &sig);
+    spdlog::info("received {}; draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    http.Stop();
+    grpc_server->Shutdown(std::chrono::system_clock::now() +
+                          std::chrono::milliseconds(static_cast<int64_t>(drain_seconds * 1000)));
+  });
+
+  http.Run();  // returns after Stop() once in-flight requests are done
+  pthread_kill(stopper.native_handle(), SIGTERM);  // no-op if the stopper already ran
+  stopper.join();
+  grpc_server->Wait();
+  spdlog::info("falcon-apiserver stopped");
+  return 0;
+}

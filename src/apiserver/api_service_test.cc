@@ -1,0 +1,450 @@
+// FalconAPIService over a real SQLite Store, served by a real gRPC server on a free loopback port.
+#include "apiserver/api_service.h"
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "falcon/api/v1/api.grpc.pb.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace falcon::apiserver {
+namespace {
+
+using namespace api::v1;  // NOLINT
+using google::protobuf::util::TimeUtil;
+
+class ApiServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/falcon-apiserver-grpc-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    auto store = store::OpenStore("sqlite://" + (dir_ / "falcon.db").string());
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+    service_ = std::make_unique<FalconApiService>(*store_, nullptr, clock_, random_, metrics_);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_TRUE(server_ != nullptr && port_ > 0) << "gRPC server did not start";
+    stub_ = FalconAPIService::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials()));
+    AddExp("e1", EXP_STATUS_COMPLETED);
+  }
+
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  void AddExp(const std::string& id, ExpStatus status) {
+    Exp e;
+    e.set_exp_id(id);
+    e.set_name("exp " + id);
+    e.set_status(status);
+    *e.mutable_created_at() = TimeUtil::SecondsToTimestamp(1'700'000'000);
+    *e.mutable_updated_at() = e.created_at();
+    ASSERT_TRUE(store_->CreateExp(e).ok());
+  }
+
+  static AnalysisRecord Online(const std::string& exp_id = "e1") {
+    AnalysisRecord r;
+    r.set_exp_id(exp_id);
+    r.set_name("my analysis");
+    r.set_analysis_type(ANALYSIS_TYPE_ONLINE);
+    r.set_command("python3 script.py");
+    return r;
+  }
+
+  grpc::Status Create(const AnalysisRecord& r, CreateAnalysisRecordResponse* resp,
+                      const std::string& epoch = "") {
+    grpc::ClientContext ctx;
+    if (!epoch.empty()) ctx.AddMetadata(kLeaseEpochMetadataKey, epoch);
+    CreateAnalysisRecordRequest req;
+    *req.mutable_record() = r;
+    return stub_->CreateAnalysisRecord(&ctx, req, resp);
+  }
+
+  std::string MustCreate(const AnalysisRecord& r = Online()) {
+    CreateAnalysisRecordResponse resp;
+    auto s = Create(r, &resp);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return resp.analysis_id();
+  }
+
+  grpc::Status Update(const std::string& id, AnalysisRecord r, std::vector<std::string> paths,
+                      AnalysisRecord* out = nullptr, const std::string& epoch = "") {
+    grpc::ClientContext ctx;
+    if (!epoch.empty()) ctx.AddMetadata(kLeaseEpochMetadataKey, epoch);
+    UpdateAnalysisRecordRequest req;
+    req.set_analysis_id(id);
+    *req.mutable_record() = std::move(r);
+    for (auto& p : paths) req.mutable_update_mask()->add_paths(p);
+    AnalysisRecord ignored;
+    return stub_->UpdateAnalysisRecord(&ctx, req, out ? out : &ignored);
+  }
+
+  grpc::Status SetStatus(const std::string& id, AnalysisStatus st, const std::string& epoch = "") {
+    AnalysisRecord r;
+    r.set_status(st);
+    return Update(id, r, {"status"}, nullptr, epoch);
+  }
+
+  AnalysisRecord Get(const std::string& id) {
+    grpc::ClientContext ctx;
+    GetAnalysisRecordRequest req;
+    req.set_analysis_id(id);
+    AnalysisRecord r;
+    auto s = stub_->GetAnalysisRecord(&ctx, req, &r);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return r;
+  }
+
+  std::filesystem::path dir_;
+  FakeClock clock_;
+  FakeRandom random_;
+  Metrics metrics_;
+  std::unique_ptr<store::Store> store_;
+  std::unique_ptr<FalconApiService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+  std::unique_ptr<FalconAPIService::Stub> stub_;
+};
+
+TEST_F(ApiServiceTest, CreateSetsServerFieldsAndGetReturnsTheRecord) {
+  CreateAnalysisRecordResponse resp;
+  AnalysisRecord in = Online();
+  in.set_status(ANALYSIS_STATUS_SUCCEEDED);  // ignored: the server sets PENDING
+  in.set_script_content("print(1)\n");
+  ASSERT_TRUE(Create(in, &resp).ok());
+  const std::string& id = resp.analysis_id();
+  ASSERT_EQ(id.size(), 36u);
+  EXPECT_EQ(id[14], '7') << "UUIDv7: " << id;
+  EXPECT_EQ(resp.record().status(), ANALYSIS_STATUS_PENDING);
+
+  AnalysisRecord got = Get(id);
+  EXPECT_EQ(got.analysis_id(), id);
+  EXPECT_EQ(got.status(), ANALYSIS_STATUS_PENDING);
+  EXPECT_EQ(got.script_content(), "print(1)\n");
+  EXPECT_EQ(got.script_name(), "script") << "default script name";
+  EXPECT_EQ(TimeUtil::TimestampToSeconds(got.created_at()), 1'700'000'000) << "from the injected clock";
+
+  clock_.Advance(std::chrono::milliseconds(5));
+  std::string later = MustCreate();
+  EXPECT_LT(id, later) << "ids are time-ordered";
+}
+
+TEST_F(ApiServiceTest, CreateValidatesRequiredFields) {
+  CreateAnalysisRecordResponse resp;
+  grpc::ClientContext ctx;
+  EXPECT_EQ(stub_->CreateAnalysisRecord(&ctx, CreateAnalysisRecordRequest(), &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  AnalysisRecord r = Online();
+  r.clear_exp_id();
+  auto s = Create(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("exp_id"), std::string::npos) << s.error_message();
+
+  r = Online();
+  r.clear_command();
+  EXPECT_EQ(Create(r, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  r = Online();
+  r.set_analysis_type(ANALYSIS_TYPE_UNSPECIFIED);
+  EXPECT_EQ(Create(r, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+
+  r = Online();
+  r.set_analysis_type(ANALYSIS_TYPE_OFFLINE);  // without artifact_id
+  EXPECT_EQ(Create(r, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ApiServiceTest, CreateForUnknownExpIsNotFound) {
+  CreateAnalysisRecordResponse resp;
+  auto s = Create(Online("no-such-exp"), &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(s.error_message().find("no-such-exp"), std::string::npos) << s.error_message();
+}
+
+TEST_F(ApiServiceTest, ScriptOverOneMebibyteIsResourceExhaustedNamingTheLimit) {
+  CreateAnalysisRecordResponse resp;
+  AnalysisRecord r = Online();
+  r.set_script_content(std::string(1'048'576, 'x'));
+  ASSERT_TRUE(Create(r, &resp).ok()) << "exactly 1 MiB is allowed";
+  r.set_script_content(std::string(1'048'577, 'x'));
+  auto s = Create(r, &resp);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(s.error_message().find("1048576 bytes"), std::string::npos) << s.error_message();
+}
+
+TEST_F(ApiServiceTest, SecondOfflineRecordForAnArtifactIsAlreadyExists) {
+  Artifact a;
+  a.set_artifact_id("a1");
+  a.set_exp_id("e1");
+  a.set_artifact_type("hlo");
+  a.set_uri("file:///tmp/x.hlo");
+  *a.mutable_created_at() = TimeUtil::SecondsToTimestamp(1'700'000'000);
+  ASSERT_TRUE(store_->CreateArtifact(a).ok());
+  AnalysisRecord r = Online();
+  r.set_analysis_type(ANALYSIS_TYPE_OFFLINE);
+  r.set_artifact_id("a1");
+  r.set_plugin_name("hlo-stats");
+  CreateAnalysisRecordResponse resp;
+  ASSERT_TRUE(Create(r, &resp).ok());
+  EXPECT_EQ(Create(r, &resp).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+}
+
+TEST_F(ApiServiceTest, UnknownIdsAreNotFound) {
+  const std::string id = "01900000-0000-7000-8000-000000000000";
+  {
+    grpc::ClientContext ctx;
+    GetAnalysisRecordRequest req;
+    req.set_analysis_id(id);
+    AnalysisRecord r;
+    EXPECT_EQ(stub_->GetAnalysisRecord(&ctx, req, &r).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  EXPECT_EQ(SetStatus(id, ANALYSIS_STATUS_RUNNING).error_code(), grpc::StatusCode::NOT_FOUND);
+  {
+    grpc::ClientContext ctx;
+    DeleteAnalysisRecordRequest req;
+    req.set_analysis_id(id);
+    DeleteAnalysisRecordResponse resp;
+    EXPECT_EQ(stub_->DeleteAnalysisRecord(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  {
+    grpc::ClientContext ctx;
+    GetExpRequest req;
+    req.set_exp_id("nope");
+    GetExpResponse resp;
+    EXPECT_EQ(stub_->GetExp(&ctx, req, &resp).error_code(), grpc::StatusCode::NOT_FOUND);
+  }
+  EXPECT_GE(metrics_.GrpcCount("GetAnalysisRecord", "NOT_FOUND"), 1u);
+}
+
+TEST_F(ApiServiceTest, FieldMaskChangesOnlyMaskedFieldsAndRefusesUnknownPaths) {
+  std::string id = MustCreate();
+  AnalysisRecord update;
+  update.set_name("renamed");
+  update.set_error_message("should not be written");
+  update.set_command("rm -rf /");
+  AnalysisRecord out;
+  clock_.Advance(std::chrono::seconds(3));
+  ASSERT_TRUE(Update(id, update, {"name"}, &out).ok());
+  EXPECT_EQ(out.name(), "renamed");
+  AnalysisRecord got = Get(id);
+  EXPECT_EQ(got.name(), "renamed");
+  EXPECT_EQ(got.error_message(), "");
+  EXPECT_EQ(got.command(), "python3 script.py");
+  EXPECT_EQ(TimeUtil::TimestampToSeconds(got.updated_at()), 1'700'000'003) << "updated_at maintained";
+
+  auto s = Update(id, update, {"name", "command"});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("\"command\""), std::string::npos) << s.error_message();
+  s = Update(id, update, {"bogus.path"});
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Update(id, update, {}).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Get(id).name(), "renamed") << "a refused update changes nothing";
+}
+
+TEST_F(ApiServiceTest, IllegalTransitionsAreFailedPrecondition) {
+  std::string id = MustCreate();
+  EXPECT_EQ(SetStatus(id, ANALYSIS_STATUS_SUCCEEDED).error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION)
+      << "pending -> succeeded skips running";
+  ASSERT_TRUE(SetStatus(id, ANALYSIS_STATUS_RUNNING).ok());
+  EXPECT_EQ(SetStatus(id, ANALYSIS_STATUS_PENDING).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  ASSERT_TRUE(SetStatus(id, ANALYSIS_STATUS_CANCELLED).ok());
+  for (auto st : {ANALYSIS_STATUS_FAILED, ANALYSIS_STATUS_SUCCEEDED, ANALYSIS_STATUS_RUNNING}) {
+    EXPECT_EQ(SetStatus(id, st).error_code(), grpc::StatusCode::FAILED_PRECONDITION) << st;
+  }
+  AnalysisRecord msg;
+  msg.set_error_message("late");
+  EXPECT_EQ(Update(id, msg, {"error_message"}).error_code(), grpc::StatusCode::FAILED_PRECONDITION)
+      << "a terminal record never changes";
+  EXPECT_EQ(Get(id).status(), ANALYSIS_STATUS_CANCELLED);
+
+  AnalysisRecord unspecified;
+  EXPECT_EQ(Update(id, unspecified, {"status"}).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+TEST_F(ApiServiceTest, ConcurrentUpdatesRacingACancelNeverLoseTheTerminalState) {
+  constexpr int kRecords = 10;
+  constexpr int kWriters = 8;
+  for (int n = 0; n < kRecords; ++n) {
+    std::string id = MustCreate();
+    ASSERT_TRUE(SetStatus(id, ANALYSIS_STATUS_RUNNING).ok());
+    std::atomic<int> winners{0};
+    std::atomic<int> cancel_won{0};
+    std::atomic<bool> go{false};
+    std::vector<std::thread> threads;
+    for (int w = 0; w <= kWriters; ++w) {
+      threads.emplace_back([&, w] {
+        while (!go.load()) std::this_thread::yield();
+        AnalysisRecord r;
+        std::vector<std::string> paths = {"status"};
+        if (w == 0) {
+          r.set_status(ANALYSIS_STATUS_CANCELLED);
+        } else {
+          r.set_status(w % 2 ? ANALYSIS_STATUS_FAILED : ANALYSIS_STATUS_SUCCEEDED);
+          r.set_error_message("writer " + std::to_string(w));
+          paths.push_back("error_message");
+        }
+        auto s = Update(id, r, paths);
+        if (s.ok()) {
+          ++winners;
+          if (w == 0) ++cancel_won;
+        } else {
+          EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+        }
+      });
+    }
+    go = true;
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(winners.load(), 1) << "exactly one terminal transition wins";
+    AnalysisRecord final_record = Get(id);
+    if (cancel_won) {
+      EXPECT_EQ(final_record.status(), ANALYSIS_STATUS_CANCELLED);
+      EXPECT_EQ(final_record.error_message(), "");
+    } else {
+      EXPECT_TRUE(final_record.status() == ANALYSIS_STATUS_FAILED ||
+                  final_record.status() == ANALYSIS_STATUS_SUCCEEDED);
+      // The cancel came second: it must have been refused, and the record keeps the winner's state.
+      EXPECT_EQ(SetStatus(id, ANALYSIS_STATUS_CANCELLED).error_code(),
+                grpc::StatusCode::FAILED_PRECONDITION);
+    }
+  }
+}
+
+TEST_F(ApiServiceTest, FencingRefusesAnOlderEpoch) {
+  std::string id = MustCreate();
+  ASSERT_TRUE(SetStatus(id, ANALYSIS_STATUS_RUNNING, "5").ok());
+  auto s = SetStatus(id, ANALYSIS_STATUS_FAILED, "4");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_EQ(Get(id).status(), ANALYSIS_STATUS_RUNNING) << "the deposed leader's write did not land";
+
+  CreateAnalysisRecordResponse resp;
+  EXPECT_EQ(Create(Online(), &resp, "3").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_TRUE(Create(Online(), &resp, "5").ok()) << "the same epoch is still the leader";
+  EXPECT_TRUE(Create(Online(), &resp, "6").ok()) << "a newer leader";
+  EXPECT_EQ(Create(Online(), &resp, "5").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  {
+    grpc::ClientContext ctx;
+    ctx.AddMetadata(kLeaseEpochMetadataKey, "2");
+    DeleteAnalysisRecordRequest req;
+    req.set_analysis_id(id);
+    DeleteAnalysisRecordResponse dresp;
+    EXPECT_EQ(stub_->DeleteAnalysisRecord(&ctx, req, &dresp).error_code(),
+              grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  EXPECT_EQ(SetStatus(id, ANALYSIS_STATUS_FAILED, "seven").error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_TRUE(SetStatus(id, ANALYSIS_STATUS_SUCCEEDED).ok()) << "calls without the header are not fenced";
+}
+
+TEST_F(ApiServiceTest, ListsFilterAndPage) {
+  AddExp("e2", EXP_STATUS_RUNNING);
+  std::vector<std::string> e1_ids;
+  for (int i = 0; i < 5; ++i) {
+    clock_.Advance(std::chrono::seconds(1));
+    e1_ids.push_back(MustCreate());
+  }
+  clock_.Advance(std::chrono::seconds(1));
+  std::string other = MustCreate(Online("e2"));
+  ASSERT_TRUE(SetStatus(e1_ids[0], ANALYSIS_STATUS_RUNNING).ok());
+  ASSERT_TRUE(SetStatus(e1_ids[1], ANALYSIS_STATUS_CANCELLED).ok());
+
+  std::vector<std::string> seen;
+  std::string token;
+  do {
+    grpc::ClientContext ctx;
+    ListAnalysisRecordsRequest req;
+    req.set_exp_id("e1");
+    req.set_page_size(2);
+    req.set_page_token(token);
+    ListAnalysisRecordsResponse resp;
+    ASSERT_TRUE(stub_->ListAnalysisRecords(&ctx, req, &resp).ok());
+    for (const auto& r : resp.records()) seen.push_back(r.analysis_id());
+    token = resp.next_page_token();
+  } while (!token.empty());
+  std::vector<std::string> newest_first(e1_ids.rbegin(), e1_ids.rend());
+  EXPECT_EQ(seen, newest_first);
+
+  {
+    grpc::ClientContext ctx;
+    ListAnalysisRecordsRequest req;
+    req.add_statuses(ANALYSIS_STATUS_CANCELLED);
+    ListAnalysisRecordsResponse resp;
+    ASSERT_TRUE(stub_->ListAnalysisRecords(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.records_size(), 1);
+    EXPECT_EQ(resp.records(0).analysis_id(), e1_ids[1]);
+  }
+  {
+    grpc::ClientContext ctx;
+    ListAnalysisRecordsRequest req;
+    req.set_page_size(1001);
+    ListAnalysisRecordsResponse resp;
+    EXPECT_EQ(stub_->ListAnalysisRecords(&ctx, req, &resp).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  {
+    grpc::ClientContext ctx;
+    ListRunningAnalysesResponse resp;
+    ASSERT_TRUE(stub_->ListRunningAnalyses(&ctx, {}, &resp).ok());
+    EXPECT_EQ(resp.records_size(), 5) << "4 pending + 1 running, not the cancelled one";
+    bool has_other = false;
+    for (const auto& r : resp.records()) has_other = has_other || r.analysis_id() == other;
+    EXPECT_TRUE(has_other);
+  }
+}
+
+TEST_F(ApiServiceTest, AwaitingAnalysisAndGetExp) {
+  AddExp("e-running", EXP_STATUS_RUNNING);
+  for (const auto& [id, exp] : std::vector<std::pair<std::string, std::string>>{
+           {"a1", "e1"}, {"a2", "e1"}, {"a3", "e-running"}}) {
+    Artifact a;
+    a.set_artifact_id(id);
+    a.set_exp_id(exp);
+    a.set_artifact_type("hlo");
+    a.set_uri("file:///tmp/" + id);
+    clock_.Advance(std::chrono::seconds(1));
+    *a.mutable_created_at() = TimeUtil::SecondsToTimestamp(
+        std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count());
+    ASSERT_TRUE(store_->CreateArtifact(a).ok());
+  }
+  AnalysisRecord r = Online();
+  r.set_analysis_type(ANALYSIS_TYPE_OFFLINE);
+  r.set_artifact_id("a1");
+  r.set_plugin_name("hlo-stats");
+  MustCreate(r);
+
+  grpc::ClientContext ctx;
+  ListExpsAwaitingAnalysisRequest req;
+  ListExpsAwaitingAnalysisResponse resp;
+  ASSERT_TRUE(stub_->ListExpsAwaitingAnalysis(&ctx, req, &resp).ok());
+  ASSERT_EQ(resp.items_size(), 1) << "a1 has its record; a3's exp is not completed";
+  EXPECT_EQ(resp.items(0).artifact().artifact_id(), "a2");
+  EXPECT_EQ(resp.items(0).exp().exp_id(), "e1");
+
+  grpc::ClientContext ctx2;
+  GetExpRequest greq;
+  greq.set_exp_id("e1");
+  GetExpResponse gresp;
+  ASSERT_TRUE(stub_->GetExp(&ctx2, greq, &gresp).ok());
+  EXPECT_EQ(gresp.exp().status(), EXP_STATUS_COMPLETED);
+  EXPECT_EQ(gresp.artifacts_size(), 2);
+
+  grpc::ClientContext ctx3;
+  req.set_limit(5000);
+  EXPECT_EQ(stub_->ListExpsAwaitingAnalysis(&ctx3, req, &resp).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+}
+
+}  // namespace
+}  // namespace falcon::apiserver

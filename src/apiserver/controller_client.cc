@@ -1,0 +1,115 @@
+#include "apiserver/controller_client.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/status.h"
+
+namespace falcon::apiserver {
+
+using namespace analyzer::v1;  // NOLINT: the request/response types of the controller service
+
+absl::StatusOr<std::unique_ptr<ControllerClient>> ControllerClient::Create(
+    const std::string& addresses, const ControllerClientOptions& options, Clock& clock,
+    Metrics& metrics) {
+  std::vector<std::string> list;
+  for (absl::string_view part : absl::StrSplit(addresses, ',')) {
+    std::string a(absl::StripAsciiWhitespace(part));
+    if (!a.empty()) list.push_back(a);
+  }
+  if (list.empty()) {
+    return absl::InvalidArgumentError(
+        "--controller-addr names no address; give host:port of the analyzer controller (comma-separated "
+        "for several replicas)");
+  }
+  return std::unique_ptr<ControllerClient>(new ControllerClient(std::move(list), options, clock, metrics));
+}
+
+ControllerClient::ControllerClient(std::vector<std::string> addresses,
+                                   const ControllerClientOptions& options, Clock& clock,
+                                   Metrics& metrics)
+    : addresses_(std::move(addresses)), options_(options), clock_(clock), metrics_(metrics) {
+  for (const auto& a : addresses_) {
+    grpc::ChannelArguments args;
+    // gRPC backs off reconnecting up to 2 minutes by default; a controller that just started (or a standby
+    // that just became leader) must be reached within our retry budget.
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetMaxReceiveMessageSize(64 << 20);
+    auto channel = grpc::CreateCustomChannel(a, grpc::InsecureChannelCredentials(), args);
+    stubs_.push_back(AnalyzerControllerService::NewStub(channel));
+  }
+}
+
+template <typename Req, typename Resp>
+absl::StatusOr<Resp> ControllerClient::Call(const char* method,
+                                            grpc::Status (Stub::*fn)(grpc::ClientContext*, const Req&,
+                                                                     Resp*),
+                                            const Req& req) {
+  const Time give_up = clock_.Now() + options_.retry_budget;
+  std::vector<std::string> last_error(addresses_.size());
+  auto backoff = options_.initial_backoff;
+  size_t start;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    start = preferred_;
+  }
+  for (int round = 0;; ++round) {
+    for (size_t k = 0; k < addresses_.size(); ++k) {
+      size_t i = (start + k) % addresses_.size();
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
+      Resp resp;
+      grpc::Status s = ((*stubs_[i]).*fn)(&ctx, req, &resp);
+      if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          preferred_ = i;
+        }
+        metrics_.ObserveControllerCall(method, CodeName(static_cast<absl::StatusCode>(s.error_code())));
+        if (!s.ok()) return FromGrpcStatus(s);
+        return resp;
+      }
+      last_error[i] = s.error_message();
+      spdlog::debug("controller unavailable method={} address={} error=\"{}\"", method, addresses_[i],
+                    s.error_message());
+    }
+    if (clock_.Now() + backoff > give_up) break;
+    clock_.SleepFor(backoff, [] { return false; });
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+  metrics_.ObserveControllerCall(method, "UNAVAILABLE");
+  std::string msg = fmt::format("no analyzer controller accepted {} within {:.1f} s; tried ", method,
+                                options_.retry_budget.count() / 1000.0);
+  for (size_t i = 0; i < addresses_.size(); ++i) {
+    if (i > 0) msg += ", ";
+    msg += addresses_[i] + " (" + last_error[i] + ")";
+  }
+  spdlog::warn("controller call failed method={} error=\"{}\"", method, msg);
+  return absl::UnavailableError(msg);
+}
+
+absl::StatusOr<CreateAnalysisResponse> ControllerClient::CreateAnalysis(const CreateAnalysisRequest& req) {
+  return Call("CreateAnalysis", &Stub::CreateAnalysis, req);
+}
+absl::StatusOr<CancelAnalysisResponse> ControllerClient::CancelAnalysis(const CancelAnalysisRequest& req) {
+  return Call("CancelAnalysis", &Stub::CancelAnalysis, req);
+}
+absl::StatusOr<DeleteAnalysisResponse> ControllerClient::DeleteAnalysis(const DeleteAnalysisRequest& req) {
+  return Call("DeleteAnalysis", &Stub::DeleteAnalysis, req);
+}
+absl::StatusOr<GetAnalysisLogsResponse> ControllerClient::GetAnalysisLogs(
+    const GetAnalysisLogsRequest& req) {
+  return Call("GetAnalysisLogs", &Stub::GetAnalysisLogs, req);
+}
+absl::StatusOr<ListPluginsResponse> ControllerClient::ListPlugins(const ListPluginsRequest& req) {
+  return Call("ListPlugins", &Stub::ListPlugins, req);
+}
+absl::StatusOr<api::v1::Plugin> ControllerClient::GetPlugin(const GetPluginRequest& req) {
+  return Call("GetPlugin", &Stub::GetPlugin, req);
+}
+
+}  // namespace falcon::apiserver
