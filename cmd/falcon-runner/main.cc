@@ -1,0 +1,43 @@
+// falcon-runner: the Pod entrypoint. Flags, env vars and exit codes: docs/runner.md.
+#include <CLI/CLI.hpp>
+
+#include "common/clock.h"
+#include "runner/runner.h"
+
+int main(int argc, char** argv) {
+  falcon::runner::RunnerOptions o;
+  CLI::App app{"falcon-runner: stage inputs, run one analysis command, upload its log and results"};
+  app.add_option("--object-store", o.object_store, "URL of the object store (file:///dir or gs://bucket)");
+  app.add_option("--exp-id", o.exp_id, "the Exp id");
+  app.add_option("--analysis-id", o.analysis_id, "the analysis id");
+  app.add_option("--plugin", o.plugin, "the plugin's name, when the command is a plugin's");
+  app.add_option("--command", o.command, "the command, run as sh -c COMMAND");
+  app.add_option("--input", o.inputs, "artifact URI to stage into $FALCON_INPUT_DIR (file or prefix; repeatable)");
+  app.add_option("--script-key", o.script_key, "object-store key of the user's script");
+  app.add_option("--script-name", o.script_name, "file name of the staged script (default: script)");
+  app.add_option("--result-prefix", o.result_prefix, "where results go (default analysis/EXP/ID/)");
+  app.add_option("--work-dir", o.work_dir, "scratch dir (default $FALCON_WORK_DIR, else /work)");
+  app.add_option("--plugin-dir", o.plugin_dir,
+                 "prepended to PATH (default $FALCON_PLUGIN_DIR, else <runner dir>/../plugins)");
+  app.add_option("--log-upload-interval", o.log_upload_interval_seconds,
+                 "seconds between output.log uploads while running")
+      ->capture_default_str();
+  app.add_option("--run-as-uid", o.run_as_uid, "local runtime: run the command as this uid (runner is root)");
+  app.add_option("--run-as-gid", o.run_as_gid, "local runtime: run the command with this gid");
+  app.add_option("--memory-limit-bytes", o.memory_limit_bytes, "local runtime: RLIMIT_AS of the command");
+  app.add_option("--sandbox", o.sandbox, "local runtime: none | bwrap (no network)")->capture_default_str();
+  app.add_option("--bwrap-path", o.bwrap_path, "local runtime: the bubblewrap binary")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : falcon::runner::kExitUsage;
+  }
+  std::string error;
+  if (!falcon::runner::ValidateOptions(o, &error)) {
+    std::fprintf(stderr, "falcon-runner: %s\n", error.c_str());
+    return falcon::runner::kExitUsage;
+  }
+  falcon::SystemClock clock;
+  return falcon::runner::RunRunner(std::move(o), clock);
+}

@@ -1,0 +1,52 @@
+// falcon-runner: the Pod entrypoint (docs/runner.md, docs/architecture.md "Pod contract"). Stages the
+// artifacts and the user's script from the object store into the scratch dir, runs `sh -c COMMAND` with the
+// plugins on PATH, tees its stdout+stderr into output.log (uploaded periodically, at the end and on
+// SIGTERM), uploads every file of the output dir as a result, and exits with the command's status.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+
+namespace falcon::runner {
+
+// Exit codes of the runner itself (otherwise it exits with the command's status, 128+N if killed by
+// signal N).
+inline constexpr int kExitUsage = 2;          // invalid flags
+inline constexpr int kExitStagingFailed = 3;  // an input or the script could not be staged
+inline constexpr int kExitUploadFailed = 4;   // the command succeeded but its results could not be uploaded
+
+struct RunnerOptions {
+  std::string object_store;  // URL of the store results go to
+  std::string exp_id;
+  std::string analysis_id;
+  std::string plugin;   // informational: the plugin's name, when the command is a plugin's
+  std::string command;  // run as `sh -c COMMAND`
+  std::vector<std::string> inputs;  // artifact URIs (a file, or a prefix ending in '/' or naming a folder)
+  std::string script_key;           // key in object_store of the user's script
+  std::string script_name;          // file name to stage it as (default "script")
+  std::string result_prefix;        // default analysis/{exp}/{id}/
+  std::string work_dir;             // default $FALCON_WORK_DIR, else /work
+  std::string plugin_dir;           // default $FALCON_PLUGIN_DIR, else <dir of the runner>/../plugins
+  double log_upload_interval_seconds = 5;
+
+  // Local-runtime isolation (the Kubernetes runtime uses the Pod's security context instead).
+  int64_t run_as_uid = -1;  // >= 0: the command runs as this uid (the runner must be root)
+  int64_t run_as_gid = -1;
+  int64_t memory_limit_bytes = 0;  // > 0: RLIMIT_AS of the command
+  std::string sandbox = "none";    // "bwrap": run the command in bubblewrap without network
+  std::string bwrap_path = "bwrap";
+};
+
+// Validates options; INVALID_ARGUMENT-style message in *error and false when they are unusable.
+bool ValidateOptions(RunnerOptions& opts, std::string* error);
+
+// Runs the whole Pod lifecycle and returns the process exit status. Installs handlers for SIGTERM, SIGINT
+// and SIGCHLD (call once per process, from main).
+int RunRunner(RunnerOptions opts, Clock& clock);
+
+}  // namespace falcon::runner

@@ -1,0 +1,185 @@
+// falcon-runner end to end: the real binary against a local object store.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "objstore/object_store.h"
+#include "runner/runner.h"
+
+extern char** environ;
+
+namespace falcon::runner {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+class RunnerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/runner_test.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    ::chmod(dir_.c_str(), 0755);
+    store_url_ = "file://" + (dir_ / "store").string();
+    auto s = objstore::OpenObjectStore(store_url_);
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(*s);
+  }
+  void TearDown() override {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    fs::remove_all(dir_);
+  }
+  void Put(const std::string& key, const std::string& data) {
+    std::istringstream in(data);
+    ASSERT_TRUE(store_->Put(key, in).ok());
+  }
+  std::string Get(const std::string& key) {
+    std::ostringstream out;
+    auto s = store_->Get(key, out);
+    return s.ok() ? out.str() : "<" + s.ToString() + ">";
+  }
+  std::vector<std::string> BaseArgs(const std::string& command) {
+    return {std::string(FALCON_BIN_DIR) + "/falcon-runner",
+            "--object-store=" + store_url_,
+            "--exp-id=e1",
+            "--analysis-id=a1",
+            "--command=" + command,
+            "--work-dir=" + (dir_ / "work").string(),
+            "--log-upload-interval=0.2"};
+  }
+  void Start(const std::vector<std::string>& args) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    std::string out = (dir_ / "runner.stdout").string();
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    ASSERT_EQ(posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  // Waits (bounded) for the runner and returns its exit code.
+  int Wait(std::chrono::seconds timeout = 60s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      int st;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = 0;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    ADD_FAILURE() << "falcon-runner did not exit within " << timeout.count() << " s";
+    return -1;
+  }
+  int Run(const std::vector<std::string>& args) {
+    Start(args);
+    return Wait();
+  }
+
+  fs::path dir_;
+  std::string store_url_;
+  std::unique_ptr<objstore::ObjectStore> store_;
+  pid_t pid_ = 0;
+};
+
+TEST_F(RunnerTest, StagesRunsAndUploads) {
+  Put("exps/e1/one.txt", "first artifact");
+  Put("exps/e1/profile/a.json", "{}");
+  Put("exps/e1/profile/sub/b.txt", "bee");
+  Put("analysis/e1/a1/script/my.sh", "echo from-script; cat ../input/one.txt");
+  auto args = BaseArgs(
+      "echo out; echo err >&2; sh my.sh; pwd > $FALCON_OUTPUT_DIR/pwd.txt; "
+      "env | grep ^FALCON_ | sort > $FALCON_OUTPUT_DIR/env.txt; "
+      "find $FALCON_INPUT_DIR -type f | sort > $FALCON_OUTPUT_DIR/inputs.txt; "
+      "mkdir -p $FALCON_OUTPUT_DIR/nested && echo n > $FALCON_OUTPUT_DIR/nested/n.jsonl; "
+      "echo $PATH > $FALCON_OUTPUT_DIR/path.txt");
+  args.push_back("--input=" + store_->Uri("exps/e1/one.txt"));
+  args.push_back("--input=" + store_->Uri("exps/e1/profile/"));
+  args.push_back("--script-key=analysis/e1/a1/script/my.sh");
+  args.push_back("--script-name=my.sh");
+  args.push_back("--plugin-dir=/opt/plugins-x");
+  ASSERT_EQ(Run(args), 0) << Get("analysis/e1/a1/output.log");
+
+  std::string log = Get("analysis/e1/a1/output.log");
+  EXPECT_TRUE(absl::StrContains(log, "out\nerr\nfrom-script\nfirst artifact")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "command exited with code 0")) << log;
+  fs::path work = dir_ / "work";
+  EXPECT_EQ(Get("analysis/e1/a1/pwd.txt"), (work / "script").string() + "\n");
+  std::string env = Get("analysis/e1/a1/env.txt");
+  EXPECT_TRUE(absl::StrContains(env, "FALCON_ANALYSIS_ID=a1\n")) << env;
+  EXPECT_TRUE(absl::StrContains(env, "FALCON_EXP_ID=e1\n")) << env;
+  EXPECT_TRUE(absl::StrContains(env, "FALCON_INPUT_DIR=" + (work / "input").string() + "\n")) << env;
+  EXPECT_TRUE(absl::StrContains(env, "FALCON_OUTPUT_DIR=" + (work / "output").string() + "\n")) << env;
+  EXPECT_TRUE(absl::StrContains(env, "FALCON_SCRIPT=" + (work / "script" / "my.sh").string() + "\n")) << env;
+  EXPECT_EQ(Get("analysis/e1/a1/inputs.txt"),
+            (work / "input/one.txt").string() + "\n" + (work / "input/profile/a.json").string() + "\n" +
+                (work / "input/profile/sub/b.txt").string() + "\n");
+  EXPECT_EQ(Get("analysis/e1/a1/nested/n.jsonl"), "n\n");
+  EXPECT_TRUE(absl::StartsWith(Get("analysis/e1/a1/path.txt"), "/opt/plugins-x:"));
+  // The runner's stdout carries the same log (the Pod log).
+  std::ifstream so(dir_ / "runner.stdout");
+  std::string stdout_text((std::istreambuf_iterator<char>(so)), {});
+  EXPECT_TRUE(absl::StrContains(stdout_text, "from-script")) << stdout_text;
+}
+
+TEST_F(RunnerTest, ExitsWithTheCommandsStatus) {
+  EXPECT_EQ(Run(BaseArgs("echo partial > $FALCON_OUTPUT_DIR/p.txt; exit 42")), 42);
+  EXPECT_EQ(Get("analysis/e1/a1/p.txt"), "partial\n");  // partial results are kept
+  EXPECT_TRUE(absl::StrContains(Get("analysis/e1/a1/output.log"), "exited with code 42"));
+  EXPECT_EQ(Run(BaseArgs("kill -9 $$")), 128 + 9);
+}
+
+TEST_F(RunnerTest, StagingFailureHasItsOwnExitCodeAndMessage) {
+  auto args = BaseArgs("echo should-not-run");
+  args.push_back("--input=" + store_->Uri("exps/missing/thing.pb"));
+  EXPECT_EQ(Run(args), kExitStagingFailed);
+  std::string log = Get("analysis/e1/a1/output.log");
+  EXPECT_TRUE(absl::StrContains(log, "staging failed")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "exps/missing/thing.pb")) << log;
+  EXPECT_FALSE(absl::StrContains(log, "should-not-run")) << log;
+
+  auto args2 = BaseArgs("true");
+  args2.push_back("--script-key=analysis/e1/a1/script/none.py");
+  EXPECT_EQ(Run(args2), kExitStagingFailed);
+
+  auto args3 = BaseArgs("true");
+  args3.push_back("--input=s3://x/y");
+  EXPECT_EQ(Run(args3), kExitStagingFailed);
+
+  EXPECT_EQ(Run({std::string(FALCON_BIN_DIR) + "/falcon-runner", "--exp-id=e"}), kExitUsage);
+}
+
+TEST_F(RunnerTest, SigtermStopsTheCommandAndUploadsTheLog) {
+  Start(BaseArgs("echo started; sleep 300 & wait"));
+  // The periodic upload shows the first line while it runs.
+  bool seen = false;
+  for (int i = 0; i < 250 && !seen; ++i) {
+    seen = absl::StrContains(Get("analysis/e1/a1/output.log"), "started");
+    if (!seen) std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_TRUE(seen) << "output.log was not uploaded while running";
+  ASSERT_EQ(::kill(pid_, SIGTERM), 0);
+  int code = Wait(20s);
+  EXPECT_EQ(code, 128 + SIGTERM);
+  std::string log = Get("analysis/e1/a1/output.log");
+  EXPECT_TRUE(absl::StrContains(log, "received SIGTERM")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "killed by signal 15")) << log;
+}
+
+}  // namespace
+}  // namespace falcon::runner

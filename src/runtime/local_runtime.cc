@@ -1,0 +1,516 @@
+#include "runtime/local_runtime.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/quantity.h"
+#include "common/status.h"
+#include "runtime/pod_files.h"
+#include "spdlog/spdlog.h"
+
+extern char** environ;
+
+namespace falcon::runtime {
+
+namespace fs = std::filesystem;
+using local::StatusRecord;
+
+namespace {
+
+std::string FindInPath(const std::string& prog) {
+  const char* path = std::getenv("PATH");
+  std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (absl::string_view dir : absl::StrSplit(p, ':')) {
+    if (dir.empty()) continue;
+    fs::path cand = fs::path(std::string(dir)) / prog;
+    if (::access(cand.c_str(), X_OK) == 0) return cand.string();
+  }
+  return "";
+}
+
+// Runs argv with stdio on /dev/null and returns its exit status (-1 if it could not run). posix_spawn is
+// safe in a multi-threaded process.
+int RunQuiet(const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) return -1;
+  int st;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+// True if every folder from / down to `dir` lets others search it (so uid `u` can reach `dir`).
+bool TraversableByOthers(const fs::path& dir, std::string* blocking) {
+  fs::path cur;
+  for (const auto& part : dir) {
+    cur /= part;
+    struct stat st;
+    if (::stat(cur.c_str(), &st) != 0) return false;
+    if (!(st.st_mode & S_IXOTH)) {
+      *blocking = cur.string();
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Matches(const LabelSelector& sel, const std::map<std::string, std::string>& labels) {
+  for (const auto& [k, v] : sel) {
+    auto it = labels.find(k);
+    if (it == labels.end() || it->second != v) return false;
+  }
+  return true;
+}
+
+std::string Fingerprint(const PodStatus& p) {
+  return absl::StrCat(static_cast<int>(p.phase), "|", p.exit_code ? *p.exit_code : -1000, "|", p.reason,
+                      "|", p.message, "|", p.deleting, "|",
+                      p.started_at ? p.started_at->time_since_epoch().count() : 0, "|",
+                      p.finished_at ? p.finished_at->time_since_epoch().count() : 0);
+}
+
+class PollingWatch : public WatchHandle {
+ public:
+  PollingWatch(LocalRuntime* rt, LabelSelector sel, std::function<void(const PodEvent&)> cb,
+               int interval_ms)
+      : rt_(rt), sel_(std::move(sel)), cb_(std::move(cb)), interval_(interval_ms) {
+    thread_ = std::thread([this] { Loop(); });
+  }
+  ~PollingWatch() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  void Loop() {
+    std::map<std::string, std::pair<std::string, PodStatus>> known;  // name -> (fingerprint, last)
+    for (;;) {
+      auto pods = rt_->List(sel_);
+      if (pods.ok()) {
+        std::map<std::string, bool> seen;
+        for (auto& p : *pods) {
+          if (Stopped()) return;
+          seen[p.name] = true;
+          std::string fp = Fingerprint(p);
+          auto it = known.find(p.name);
+          if (it == known.end()) {
+            known[p.name] = {fp, p};
+            cb_(PodEvent{PodEvent::Type::kAdded, p});
+          } else if (it->second.first != fp) {
+            it->second = {fp, p};
+            cb_(PodEvent{PodEvent::Type::kModified, p});
+          }
+        }
+        for (auto it = known.begin(); it != known.end();) {
+          if (Stopped()) return;
+          if (!seen.count(it->first)) {
+            PodStatus gone = it->second.second;
+            it = known.erase(it);
+            cb_(PodEvent{PodEvent::Type::kDeleted, gone});
+          } else {
+            ++it;
+          }
+        }
+      } else {
+        spdlog::warn("local runtime watch: listing Pods failed: {}", std::string(pods.status().message()));
+      }
+      std::unique_lock<std::mutex> l(mu_);
+      if (cv_.wait_for(l, std::chrono::milliseconds(interval_), [&] { return stop_; })) return;
+    }
+  }
+  bool Stopped() {
+    std::lock_guard<std::mutex> l(mu_);
+    return stop_;
+  }
+
+  LocalRuntime* rt_;
+  LabelSelector sel_;
+  std::function<void(const PodEvent&)> cb_;
+  int interval_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace
+
+LocalRuntime::LocalRuntime(fs::path state_dir, fs::path bin_dir, LocalRuntimeOptions options)
+    : state_dir_(fs::absolute(state_dir).lexically_normal()),
+      bin_dir_(fs::absolute(bin_dir).lexically_normal()),
+      options_(std::move(options)) {
+  if (options_.clock) {
+    clock_ = options_.clock;
+  } else {
+    own_clock_ = std::make_unique<SystemClock>();
+    clock_ = own_clock_.get();
+  }
+  std::error_code ec;
+  fs::create_directories(PodsDir(), ec);
+  if (ec) spdlog::error("local runtime: cannot create {}: {}", PodsDir().string(), ec.message());
+  // Others need to traverse (not list) the state dir to reach a Pod's scratch dir after dropping root.
+  ::chmod(state_dir_.c_str(), 0755);
+  ::chmod(PodsDir().c_str(), 0711);
+}
+
+LocalRuntime::~LocalRuntime() = default;
+
+Time LocalRuntime::Now() { return clock_->Now(); }
+
+fs::path LocalRuntime::WorkDir(const std::string& name) const { return PodsDir() / name / local::kWorkDir; }
+fs::path LocalRuntime::LogPath(const std::string& name) const { return PodsDir() / name / local::kLogFile; }
+
+std::vector<std::string> LocalRuntime::IsolationArgs(const PodSpec& spec) {
+  std::vector<std::string> out;
+  if (fs::path(spec.args[0]).filename() != "falcon-runner") return out;
+  std::call_once(sandbox_once_, [&] {
+    if (options_.sandbox == "none") return;
+    std::string bwrap = FindInPath("bwrap");
+    if (!bwrap.empty() &&
+        RunQuiet({bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
+                  "--unshare-net", "--unshare-pid", "--die-with-parent", "/bin/true"}) == 0) {
+      bwrap_path_ = bwrap;
+      return;
+    }
+    spdlog::warn(
+        "local runtime: bubblewrap (bwrap) is {}; local Pods run WITH network access. Install the "
+        "bubblewrap package to run them without network.",
+        bwrap.empty() ? "not installed" : "installed but cannot create namespaces here");
+  });
+  if (!bwrap_path_.empty()) {
+    out.push_back("--sandbox=bwrap");
+    out.push_back("--bwrap-path=" + bwrap_path_);
+  } else {
+    out.push_back("--sandbox=none");
+  }
+  if (::geteuid() == 0 && options_.drop_privileges) {
+    std::string blocking;
+    if (TraversableByOthers(PodsDir(), &blocking)) {
+      out.push_back(absl::StrCat("--run-as-uid=", options_.run_as_uid));
+      out.push_back(absl::StrCat("--run-as-gid=", options_.run_as_gid));
+    } else {
+      static std::once_flag warned;  // a message, not state
+      std::call_once(warned, [&] {
+        spdlog::warn(
+            "local runtime: running Pods as root because {} is not searchable by others (uid {} could "
+            "not reach the scratch dirs); chmod o+x it or choose another --state-dir",
+            blocking, options_.run_as_uid);
+      });
+    }
+  }
+  if (!spec.resources.memory_limit.empty()) {
+    auto bytes = ParseMemoryBytes(spec.resources.memory_limit);
+    if (bytes.ok() && *bytes > 0) out.push_back(absl::StrCat("--memory-limit-bytes=", *bytes));
+  }
+  return out;
+}
+
+absl::Status LocalRuntime::Create(const PodSpec& spec) {
+  FALCON_RETURN_IF_ERROR(local::ValidatePodName(spec.name));
+  if (spec.args.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("Pod '", spec.name, "' has no args: nothing to run"));
+  }
+  if (spec.active_deadline_seconds < 0) {
+    return absl::InvalidArgumentError("active_deadline_seconds must be >= 0");
+  }
+  fs::path supervisor =
+      options_.supervisor_path.empty() ? bin_dir_ / "falcon-localpod" : fs::path(options_.supervisor_path);
+  if (::access(supervisor.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the local Pod supervisor ", supervisor.string(),
+        " is missing or not executable; build falcon-localpod next to the other binaries"));
+  }
+  std::error_code ec;
+  fs::create_directories(PodsDir(), ec);
+  fs::path final_dir = PodsDir() / spec.name;
+  if (fs::exists(final_dir)) {
+    return absl::AlreadyExistsError(absl::StrCat("Pod '", spec.name, "' already exists"));
+  }
+
+  // Resolve what to run.
+  local::LaunchSpec ls;
+  ls.name = spec.name;
+  ls.labels = spec.labels;
+  ls.annotations = spec.annotations;
+  ls.resources = spec.resources;
+  ls.active_deadline_seconds = spec.active_deadline_seconds;
+  ls.deadline_grace_seconds = options_.deadline_grace_seconds;
+  ls.work_dir = (final_dir / local::kWorkDir).string();
+  std::string argv0 = spec.args[0];
+  if (argv0.find('/') == std::string::npos) {
+    fs::path in_bin = bin_dir_ / argv0;
+    if (::access(in_bin.c_str(), X_OK) == 0) {
+      argv0 = in_bin.string();
+    } else if (std::string found = FindInPath(argv0); !found.empty()) {
+      argv0 = found;
+    }
+  }
+  ls.argv.push_back(argv0);
+  ls.argv.insert(ls.argv.end(), spec.args.begin() + 1, spec.args.end());
+  std::vector<std::string> iso = IsolationArgs(spec);
+  ls.argv.insert(ls.argv.end(), iso.begin(), iso.end());
+  std::map<std::string, std::string> env;
+  const char* path = std::getenv("PATH");
+  env["PATH"] = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  for (const char* k : {"LANG", "LC_ALL", "TZ"}) {
+    if (const char* v = std::getenv(k)) env[k] = v;
+  }
+  env["HOME"] = ls.work_dir;
+  for (const auto& [k, v] : spec.env) env[k] = v;
+  env["FALCON_WORK_DIR"] = ls.work_dir;
+  env["FALCON_POD_NAME"] = spec.name;
+  for (const auto& [k, v] : env) ls.env.push_back(k + "=" + v);
+
+  StatusRecord rec;
+  rec.pod.name = spec.name;
+  rec.pod.labels = spec.labels;
+  rec.pod.phase = PodPhase::kPending;
+  rec.pod.created_at = Now();
+
+  // Populate a hidden folder, then move it into place in one step: readers never see half a Pod, and of
+  // two concurrent creators exactly one wins.
+  std::random_device rd;
+  fs::path tmp = PodsDir() / absl::StrCat(".creating-", spec.name, "-", rd());
+  auto cleanup = [&] { fs::remove_all(tmp, ec); };
+  if (!fs::create_directory(tmp, ec) || ec) {
+    return absl::InternalError(absl::StrCat("creating ", tmp.string(), ": ", ec.message()));
+  }
+  ::chmod(tmp.c_str(), 0755);
+  fs::create_directory(tmp / local::kWorkDir, ec);
+  ::chmod((tmp / local::kWorkDir).c_str(), 0755);
+  absl::Status s = local::WriteFileAtomic(tmp / local::kSpecFile, local::EncodeLaunchSpec(ls));
+  if (s.ok()) s = local::WriteFileAtomic(tmp / local::kStatusFile, local::EncodeStatus(rec));
+  if (s.ok()) {
+    for (const char* f : {local::kLogFile, local::kLockFile, local::kSupervisorLogFile}) {
+      int fd = ::open((tmp / f).c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+      if (fd < 0) {
+        s = absl::InternalError(absl::StrCat("creating ", (tmp / f).string(), ": ", std::strerror(errno)));
+        break;
+      }
+      ::close(fd);
+    }
+  }
+  if (!s.ok()) {
+    cleanup();
+    return s;
+  }
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, final_dir.c_str(), RENAME_NOREPLACE) != 0) {
+    int err = errno;
+    if (err == EINVAL || err == ENOSYS) {
+      // No RENAME_NOREPLACE on this file system: claim the name with mkdir, then replace the empty dir.
+      if (::mkdir(final_dir.c_str(), 0755) != 0) {
+        err = errno;
+      } else if (::rename(tmp.c_str(), final_dir.c_str()) == 0) {
+        err = 0;
+      } else {
+        err = errno;
+      }
+    }
+    if (err != 0) {
+      cleanup();
+      if (err == EEXIST || err == ENOTEMPTY) {
+        return absl::AlreadyExistsError(absl::StrCat("Pod '", spec.name, "' already exists"));
+      }
+      return absl::InternalError(absl::StrCat("creating Pod folder ", final_dir.string(), ": ", std::strerror(err)));
+    }
+  }
+
+  // Start the supervisor in a new session; it detaches and its launcher exits once it is ready.
+  std::vector<std::string> args = {supervisor.string(), "supervise", "--state-dir=" + state_dir_.string(),
+                                   "--name=" + spec.name};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  std::string slog = (final_dir / local::kSupervisorLogFile).string();
+  posix_spawn_file_actions_addopen(&fa, 1, slog.c_str(), O_WRONLY | O_APPEND, 0);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    (void)local::RemovePodDir(PodsDir(), spec.name);
+    return absl::InternalError(absl::StrCat("starting ", supervisor.string(), ": ", std::strerror(rc)));
+  }
+  // Bounded wait for the launcher (it exits as soon as the supervisor recorded itself).
+  int st = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.supervisor_start_timeout_seconds);
+  for (;;) {
+    pid_t r = ::waitpid(pid, &st, WNOHANG);
+    if (r == pid) break;
+    if (r < 0 && errno != EINTR) {
+      st = 0;  // reaped elsewhere (SIGCHLD ignored): judge by the records below
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &st, 0);
+      return absl::UnavailableError(absl::StrCat("the supervisor of Pod '", spec.name, "' did not start within ",
+                                                 options_.supervisor_start_timeout_seconds, " s"));
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  }
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    auto why = local::ReadSmallFile(final_dir / local::kSupervisorLogFile);
+    return absl::InternalError(absl::StrCat("the supervisor of Pod '", spec.name,
+                                            "' failed to start: ", why.ok() ? *why : "(no supervisor log)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PodStatus> LocalRuntime::Get(const std::string& name) {
+  FALCON_RETURN_IF_ERROR(local::ValidatePodName(name));
+  fs::path dir = PodsDir() / name;
+  auto text = local::ReadSmallFile(dir / local::kStatusFile);
+  if (!text.ok()) {
+    if (absl::IsNotFound(text.status())) return absl::NotFoundError(absl::StrCat("Pod '", name, "' not found"));
+    return text.status();
+  }
+  FALCON_ASSIGN_OR_RETURN(StatusRecord rec, local::DecodeStatus(*text));
+  if (!local::IsTerminal(rec.pod.phase) && !local::SupervisorAlive(dir)) {
+    // Re-read: the supervisor may have recorded the end and exited between our two looks.
+    auto again = local::ReadSmallFile(dir / local::kStatusFile);
+    if (!again.ok()) return absl::NotFoundError(absl::StrCat("Pod '", name, "' not found"));
+    FALCON_ASSIGN_OR_RETURN(rec, local::DecodeStatus(*again));
+    bool starting = rec.supervisor_pid == 0 &&
+                    Now() - rec.pod.created_at < std::chrono::seconds(options_.supervisor_start_timeout_seconds);
+    if (!local::IsTerminal(rec.pod.phase) && !starting && !local::SupervisorAlive(dir)) {
+      int killed = local::SignalSession(rec.pid, rec.pid_start_ticks, SIGKILL);
+      rec.pod.phase = PodPhase::kFailed;
+      rec.pod.reason = "SupervisorLost";
+      rec.pod.message = absl::StrCat("the Pod's supervisor (pid ", rec.supervisor_pid,
+                                     ") died without recording an end",
+                                     killed ? "; its remaining processes were killed" : "");
+      rec.pod.finished_at = Now();
+      (void)local::WriteFileAtomic(dir / local::kStatusFile, local::EncodeStatus(rec));
+    }
+  }
+  rec.pod.deleting = fs::exists(dir / local::kDeletingFile);
+  return rec.pod;
+}
+
+absl::StatusOr<std::vector<PodStatus>> LocalRuntime::List(const LabelSelector& selector) {
+  std::vector<PodStatus> out;
+  std::error_code ec;
+  fs::directory_iterator it(PodsDir(), ec), end;
+  if (ec) {
+    if (ec == std::errc::no_such_file_or_directory) return out;
+    return absl::InternalError(absl::StrCat("listing ", PodsDir().string(), ": ", ec.message()));
+  }
+  std::vector<std::string> names;
+  for (; it != end; it.increment(ec)) {
+    if (ec) break;
+    std::string n = it->path().filename().string();
+    if (!n.empty() && n[0] != '.') names.push_back(n);
+  }
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) {
+    auto p = Get(n);
+    if (!p.ok()) continue;  // deleted meanwhile, or not a Pod
+    if (Matches(selector, p->labels)) out.push_back(std::move(*p));
+  }
+  return out;
+}
+
+std::unique_ptr<WatchHandle> LocalRuntime::Watch(const LabelSelector& selector,
+                                                 std::function<void(const PodEvent&)> on_event) {
+  return std::make_unique<PollingWatch>(this, selector, std::move(on_event), options_.watch_interval_ms);
+}
+
+absl::StatusOr<std::string> LocalRuntime::ReadLogs(const std::string& name, int64_t offset) {
+  FALCON_RETURN_IF_ERROR(local::ValidatePodName(name));
+  if (offset < 0) return absl::InvalidArgumentError("log offset must be >= 0");
+  std::ifstream in(LogPath(name), std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat("Pod '", name, "' not found"));
+  in.seekg(0, std::ios::end);
+  int64_t size = in.tellg();
+  if (offset >= size) return std::string();
+  in.seekg(offset);
+  std::string out(static_cast<size_t>(size - offset), '\0');
+  in.read(out.data(), static_cast<std::streamsize>(out.size()));
+  out.resize(static_cast<size_t>(in.gcount()));
+  return out;
+}
+
+absl::Status LocalRuntime::Delete(const std::string& name, int grace_seconds) {
+  FALCON_RETURN_IF_ERROR(local::ValidatePodName(name));
+  if (grace_seconds < 0) grace_seconds = 0;
+  fs::path dir = PodsDir() / name;
+  auto text = local::ReadSmallFile(dir / local::kStatusFile);
+  if (!text.ok()) return absl::NotFoundError(absl::StrCat("Pod '", name, "' not found"));
+  FALCON_ASSIGN_OR_RETURN(StatusRecord rec, local::DecodeStatus(*text));
+  absl::Status s = local::WriteFileAtomic(dir / local::kDeletingFile, absl::StrCat(grace_seconds, "\n"));
+  if (absl::IsNotFound(s)) return absl::NotFoundError(absl::StrCat("Pod '", name, "' not found"));
+  FALCON_RETURN_IF_ERROR(s);
+  if (local::SupervisorAlive(dir) && rec.supervisor_pid > 0) {
+    ::kill(rec.supervisor_pid, SIGTERM);  // it kills the tree with the grace and removes the folder
+  }
+  // If the supervisor is gone (or finishing right now), clean up here.
+  for (int i = 0; i < 30; ++i) {
+    if (!fs::exists(dir)) return absl::OkStatus();
+    if (!local::SupervisorAlive(dir)) {
+      auto latest = local::ReadSmallFile(dir / local::kStatusFile);
+      if (latest.ok()) {
+        if (auto r = local::DecodeStatus(*latest); r.ok()) rec = *r;
+      }
+      local::SignalSession(rec.pid, rec.pid_start_ticks, SIGKILL);
+      return local::RemovePodDir(PodsDir(), name);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalRuntime::WaitGone(const std::string& name, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto p = Get(name);
+    if (absl::IsNotFound(p.status())) return absl::OkStatus();
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("Pod '", name, "' still exists after ",
+                                                      timeout.count(), " ms"));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace falcon::runtime
