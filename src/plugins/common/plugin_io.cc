@@ -131,6 +131,14 @@ absl::Status InputError(const std::string& message, std::optional<int64_t> line,
   return s;
 }
 
+absl::Status AlreadyReported(absl::Status s) {
+  s.SetPayload("falcon.dev/already-reported", absl::Cord("1"));
+  return s;
+}
+bool IsAlreadyReported(const absl::Status& s) {
+  return s.GetPayload("falcon.dev/already-reported").has_value();
+}
+
 std::optional<int64_t> ErrorLine(const absl::Status& s) { return GetIntPayload(s, kLinePayload); }
 std::optional<int64_t> ErrorOffset(const absl::Status& s) { return GetIntPayload(s, kOffsetPayload); }
 

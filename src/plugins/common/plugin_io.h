@@ -61,5 +61,8 @@ absl::Status InputError(const std::string& message, std::optional<int64_t> line,
                         std::optional<int64_t> offset);
 std::optional<int64_t> ErrorLine(const absl::Status& s);
 std::optional<int64_t> ErrorOffset(const absl::Status& s);
+// Marks a failure whose error records the analyzer already wrote, so the runner does not add another.
+absl::Status AlreadyReported(absl::Status s);
+bool IsAlreadyReported(const absl::Status& s);
 
 }  // namespace falcon::plugins

@@ -111,7 +111,7 @@ int RunPluginOnInputs(const PluginInfo& info, const PluginOptions& options, cons
       std::cerr << info.name << ": " << f << ": ok (" << secs << " s)\n";
     } else {
       ++failed;
-      out.Write(ErrorRecord(out, s));
+      if (!IsAlreadyReported(s)) out.Write(ErrorRecord(out, s));
       std::cerr << info.name << ": " << f << ": " << s.message() << "\n";
     }
   }
