@@ -1,4 +1,5 @@
 // falcon-runner end to end: the real binary against a local object store.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
