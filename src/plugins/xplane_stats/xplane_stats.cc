@@ -1,0 +1,186 @@
+#include "plugins/xplane_stats/xplane_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <vector>
+
+namespace falcon::plugins::xplane {
+
+namespace {
+double Us(int64_t ps) { return static_cast<double>(ps) / 1e6; }
+}  // namespace
+
+void XPlaneStats::BeginPlane(const PlaneInfo& plane) {
+  plane_lines_ = plane_events_ = plane_busy_ps_ = 0;
+  hlo_ops_.clear();
+}
+
+void XPlaneStats::OnLine(PlaneInfo& plane, Line& line) {
+  ++plane_lines_;
+  plane_events_ += static_cast<int64_t>(line.events.size());
+  auto& ev = line.events;
+  std::sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) {
+    if (a.offset_ps != b.offset_ps) return a.offset_ps < b.offset_ps;
+    return a.duration_ps > b.duration_ps;
+  });
+  // Nesting: self = duration - time covered by direct children (children sticking out are clipped).
+  std::vector<int64_t> child(ev.size(), 0);
+  std::vector<uint32_t> stack;
+  int64_t busy = 0, covered = INT64_MIN;
+  for (uint32_t i = 0; i < ev.size(); ++i) {
+    const Event& e = ev[i];
+    int64_t end = e.offset_ps + e.duration_ps;
+    while (!stack.empty() && ev[stack.back()].offset_ps + ev[stack.back()].duration_ps <= e.offset_ps) {
+      stack.pop_back();
+    }
+    if (!stack.empty()) {
+      const Event& p = ev[stack.back()];
+      child[stack.back()] += std::min(end, p.offset_ps + p.duration_ps) - e.offset_ps;
+    }
+    stack.push_back(i);
+    if (end > covered) {
+      busy += end - std::max(e.offset_ps, covered);
+      covered = end;
+    }
+  }
+  plane_busy_ps_ += busy;
+
+  std::unordered_map<int64_t, Agg> ops;
+  for (uint32_t i = 0; i < ev.size(); ++i) {
+    const Event& e = ev[i];
+    int64_t self = std::max<int64_t>(0, e.duration_ps - child[i]);
+    Agg& a = ops[e.metadata_id];
+    if (a.occurrences == 0 || e.duration_ps < a.min_ps) a.min_ps = e.duration_ps;
+    if (a.occurrences == 0 || e.duration_ps > a.max_ps) a.max_ps = e.duration_ps;
+    a.occurrences += e.occurrences;
+    a.total_ps += e.duration_ps;
+    a.self_ps += self;
+    if (e.hlo_op >= 0) {
+      Agg& h = hlo_ops_[{e.program_id, e.hlo_module, e.hlo_op}];
+      if (h.occurrences == 0 || e.duration_ps < h.min_ps) h.min_ps = e.duration_ps;
+      if (h.occurrences == 0 || e.duration_ps > h.max_ps) h.max_ps = e.duration_ps;
+      h.occurrences += e.occurrences;
+      h.total_ps += e.duration_ps;
+      h.self_ps += self;
+    }
+  }
+
+  const std::string& line_name = line.display_name.empty() ? line.name : line.display_name;
+  auto meta_name = [&](int64_t id) -> const EventMeta* {
+    auto it = plane.event_metadata.find(id);
+    return it == plane.event_metadata.end() ? nullptr : &it->second;
+  };
+
+  Json lr = out_.Record("line");
+  lr["plane_id"] = plane.id;
+  lr["plane"] = plane.name;
+  lr["line_id"] = line.id;
+  lr["line"] = line_name;
+  lr["events"] = ev.size();
+  lr["distinct_ops"] = ops.size();
+  lr["busy_time"] = Us(busy);
+  if (!ev.empty()) {
+    int64_t first = ev.front().offset_ps, last = first;
+    for (const auto& e : ev) last = std::max(last, e.offset_ps + e.duration_ps);
+    lr["start_time_ns"] = line.timestamp_ns + first / 1000;
+    lr["span_time"] = Us(last - first);
+  }
+  if (line.duration_ps) lr["duration"] = Us(line.duration_ps);
+  out_.Write(lr);
+
+  std::vector<std::pair<int64_t, Agg>> sorted(ops.begin(), ops.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    if (a.second.self_ps != b.second.self_ps) return a.second.self_ps > b.second.self_ps;
+    return a.first < b.first;
+  });
+  for (const auto& [id, a] : sorted) {
+    const EventMeta* m = meta_name(id);
+    Json r = out_.Record("op");
+    r["plane"] = plane.name;
+    r["line"] = line_name;
+    r["name"] = m ? m->name : std::to_string(id);
+    if (m && !m->display_name.empty()) r["display_name"] = m->display_name;
+    r["occurrences"] = a.occurrences;
+    r["total_time"] = Us(a.total_ps);
+    r["avg_time"] = a.occurrences ? Us(a.total_ps) / static_cast<double>(a.occurrences) : 0.0;
+    r["min_time"] = Us(a.min_ps);
+    r["max_time"] = Us(a.max_ps);
+    r["total_self_time"] = Us(a.self_ps);
+    r["avg_self_time"] = a.occurrences ? Us(a.self_ps) / static_cast<double>(a.occurrences) : 0.0;
+    r["total_self_time_percent"] = busy > 0 ? 100.0 * static_cast<double>(a.self_ps) / busy : 0.0;
+    out_.Write(r);
+  }
+
+  // Steps: every event of a "Steps" line, or events carrying a step_num stat (StepTraceAnnotation).
+  bool steps_line = line_name == "Steps";
+  std::vector<double> durations;
+  for (const auto& e : ev) {
+    if (!steps_line && e.step_num < 0) continue;
+    const EventMeta* m = meta_name(e.metadata_id);
+    Json r = out_.Record("step");
+    r["plane"] = plane.name;
+    r["line"] = line_name;
+    r["name"] = m ? m->name : std::to_string(e.metadata_id);
+    if (e.step_num >= 0) r["step_num"] = e.step_num;
+    r["start_time_ns"] = line.timestamp_ns + e.offset_ps / 1000;
+    r["step_time"] = Us(e.duration_ps);
+    out_.Write(r);
+    durations.push_back(Us(e.duration_ps));
+  }
+  if (!durations.empty()) {
+    double sum = 0, mn = durations[0], mx = durations[0];
+    for (double d : durations) {
+      sum += d;
+      mn = std::min(mn, d);
+      mx = std::max(mx, d);
+    }
+    double avg = sum / durations.size(), var = 0;
+    for (double d : durations) var += (d - avg) * (d - avg);
+    Json r = out_.Record("step_summary");
+    r["plane"] = plane.name;
+    r["line"] = line_name;
+    r["steps"] = durations.size();
+    r["avg_step_time"] = avg;
+    r["min_step_time"] = mn;
+    r["max_step_time"] = mx;
+    r["stddev_step_time"] = std::sqrt(var / durations.size());
+    out_.Write(r);
+  }
+}
+
+void XPlaneStats::EndPlane(const PlaneInfo& plane) {
+  ++planes_;
+  std::vector<std::pair<std::tuple<int64_t, int32_t, int32_t>, Agg>> sorted(hlo_ops_.begin(), hlo_ops_.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.total_ps > b.second.total_ps; });
+  int64_t all = 0;
+  for (const auto& [k, a] : sorted) all += a.total_ps;
+  for (const auto& [k, a] : sorted) {
+    const auto& [program_id, module, op] = k;
+    Json r = out_.Record("hlo_op");
+    r["plane"] = plane.name;
+    if (program_id >= 0) r["program_id"] = program_id;
+    if (module >= 0) r["hlo_module"] = plane.strings[module];
+    r["hlo_op_name"] = plane.strings[op];
+    r["occurrences"] = a.occurrences;
+    r["total_time"] = Us(a.total_ps);
+    r["avg_time"] = a.occurrences ? Us(a.total_ps) / static_cast<double>(a.occurrences) : 0.0;
+    r["total_self_time"] = Us(a.self_ps);
+    r["total_time_percent"] = all > 0 ? 100.0 * static_cast<double>(a.total_ps) / all : 0.0;
+    out_.Write(r);
+  }
+  Json r = out_.Record("plane");
+  r["plane_id"] = plane.id;
+  r["plane"] = plane.name;
+  r["index"] = plane.index;
+  r["lines"] = plane_lines_;
+  r["events"] = plane_events_;
+  r["event_metadata"] = plane.event_metadata.size();
+  r["stat_metadata"] = plane.stat_names.size();
+  r["busy_time_sum_of_lines"] = Us(plane_busy_ps_);
+  r["hlo_ops"] = hlo_ops_.size();
+  out_.Write(r);
+}
+
+}  // namespace falcon::plugins::xplane
