@@ -122,4 +122,8 @@ struct MysqlParams {
 // Connects to MariaDB/MySQL (utf8mb4, strict SQL mode, found-rows semantics for UPDATE counts).
 absl::StatusOr<std::unique_ptr<SqlConn>> OpenMysqlConn(const MysqlParams& params);
 
+// One raw connection for a store URL (the forms OpenStore accepts), without migrations. For tools that
+// need SQL the Store interface does not offer (the benchmark's bulk loader).
+absl::StatusOr<std::unique_ptr<SqlConn>> OpenRawConn(const std::string& url, Dialect* dialect);
+
 }  // namespace falcon::store::internal

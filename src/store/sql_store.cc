@@ -1,6 +1,7 @@
 #include "store/sql_store.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "absl/strings/escaping.h"
@@ -211,17 +212,29 @@ class SqlStore : public Store {
       : dialect_(dialect), pool_(std::move(pool)) {
     const bool my = dialect_ == Dialect::kMysql;
     for_update_ = my ? " FOR UPDATE" : "";
-    // Forces the join order: walk artifacts along artifacts_awaiting, then look each Exp up by key.
-    awaiting_sql_ = absl::StrCat(
-        "SELECT e.exp_id, e.name, e.status, e.created_at, e.updated_at, e.completed_at, "
-        "a.artifact_id, a.exp_id, a.artifact_type, a.uri, a.created_at "
-        "FROM artifacts a ",
-        my ? "STRAIGHT_JOIN" : "CROSS JOIN",
-        " exps e ON e.exp_id = a.exp_id "
-        "WHERE a.exp_completed = 1 AND a.offline_done = 0 AND e.status = 'completed' "
-        "AND NOT EXISTS (SELECT 1 FROM analysis_records r "
-        "WHERE r.exp_id = a.exp_id AND r.offline_artifact_id = a.artifact_id) "
-        "ORDER BY a.created_at, a.artifact_id LIMIT ?");
+    // Both plans walk artifacts along artifacts_awaiting (exp_completed = 1, offline_done = 0, in
+    // created_at, artifact_id order) and stop after `limit` rows; the Exp and the offline record are
+    // probed by key. MariaDB: one join with the order forced by STRAIGHT_JOIN. SQLite: the artifacts
+    // with EXISTS probes, then their Exps by key in a second statement, because with statistics
+    // (ANALYZE) SQLite's planner builds a Bloom filter over all of exps for the join, which costs a scan
+    // of exps on every call.
+    const std::string not_analysed =
+        "NOT EXISTS (SELECT 1 FROM analysis_records r "
+        "WHERE r.exp_id = a.exp_id AND r.offline_artifact_id = a.artifact_id)";
+    if (my) {
+      awaiting_sql_ = absl::StrCat(
+          "SELECT a.artifact_id, a.exp_id, a.artifact_type, a.uri, a.created_at, "
+          "e.exp_id, e.name, e.status, e.created_at, e.updated_at, e.completed_at "
+          "FROM artifacts a STRAIGHT_JOIN exps e ON e.exp_id = a.exp_id "
+          "WHERE a.exp_completed = 1 AND a.offline_done = 0 AND e.status = 'completed' AND ",
+          not_analysed, " ORDER BY a.created_at, a.artifact_id LIMIT ?");
+    } else {
+      awaiting_sql_ = absl::StrCat(
+          "SELECT a.artifact_id, a.exp_id, a.artifact_type, a.uri, a.created_at "
+          "FROM artifacts a WHERE a.exp_completed = 1 AND a.offline_done = 0 "
+          "AND EXISTS (SELECT 1 FROM exps e WHERE e.exp_id = a.exp_id AND e.status = 'completed') "
+          "AND ", not_analysed, " ORDER BY a.created_at, a.artifact_id LIMIT ?");
+    }
   }
 
   absl::Status Migrate() {
@@ -396,7 +409,37 @@ class SqlStore : public Store {
       auto rows = c.Query(awaiting_sql_, {int64_t{limit}});
       if (!rows.ok()) return rows.status();
       Result out;
-      for (const SqlRow& r : *rows) out.push_back({ParseExp(r, 0), ParseArtifact(r, 6)});
+      if (dialect_ == Dialect::kMysql) {
+        for (const SqlRow& r : *rows) out.push_back({ParseExp(r, 5), ParseArtifact(r, 0)});
+        return out;
+      }
+      // SQLite: fetch the distinct Exps by key. The IN list is padded to a power of two so only a few
+      // statement shapes get prepared.
+      std::vector<std::string> ids;
+      std::set<std::string> seen;
+      for (const SqlRow& r : *rows) {
+        if (seen.insert(Str(r[1])).second) ids.push_back(Str(r[1]));
+      }
+      std::map<std::string, Exp> exps;
+      if (!ids.empty()) {
+        size_t width = 8;
+        while (width < ids.size()) width *= 2;
+        std::vector<SqlValue> args;
+        for (size_t i = 0; i < width; ++i) args.push_back(ids[std::min(i, ids.size() - 1)]);
+        auto erows = c.Query(absl::StrCat("SELECT ", kExpCols, " FROM exps WHERE exp_id IN (",
+                                          Placeholders(width), ")"),
+                             args);
+        if (!erows.ok()) return erows.status();
+        for (const SqlRow& r : *erows) {
+          Exp e = ParseExp(r);
+          exps.emplace(e.exp_id(), std::move(e));
+        }
+      }
+      for (const SqlRow& r : *rows) {
+        auto it = exps.find(Str(r[1]));
+        if (it == exps.end()) continue;
+        out.push_back({it->second, ParseArtifact(r, 0)});
+      }
       return out;
     });
   }
@@ -663,6 +706,16 @@ class SqlStore : public Store {
         } else {
           absl::StrAppend(&out, Str(r[3]), "\n");  // id, parent, notused, detail
         }
+      }
+      if (!my) {
+        // The second statement: the Exps of the returned artifacts, by primary key.
+        const std::string exps_sql = absl::StrCat("SELECT ", kExpCols,
+                                                  " FROM exps WHERE exp_id IN (?, ?, ?, ?, ?, ?, ?, ?)");
+        auto erows = c.Query(absl::StrCat("EXPLAIN QUERY PLAN ", exps_sql),
+                             std::vector<SqlValue>(8, std::string("x")));
+        if (!erows.ok()) return erows.status();
+        absl::StrAppend(&out, "then: ", exps_sql, "\n");
+        for (const SqlRow& r : *erows) absl::StrAppend(&out, Str(r[3]), "\n");
       }
       return out;
     });

@@ -99,29 +99,40 @@ absl::StatusOr<internal::MysqlParams> ParseMysqlUrl(const std::string& url, size
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& url) {
+namespace internal {
+
+absl::StatusOr<std::unique_ptr<SqlConn>> OpenRawConn(const std::string& url, Dialect* dialect) {
   auto starts = [&](const char* prefix) { return url.rfind(prefix, 0) == 0; };
   if (url == ":memory:" || starts("sqlite://")) {
     std::string path = url == ":memory:" ? url : url.substr(9);
     if (path.empty()) return BadUrl(url, "the file path is missing");
-    absl::StatusOr<std::unique_ptr<internal::SqlConn>> conn = internal::OpenSqliteConn(path);
-    if (!conn.ok()) return conn.status();
-    // One connection: SQLite has one writer anyway, and ":memory:" databases live in their connection.
-    auto pool = std::make_unique<ConnPool>(
-        [path]() { return internal::OpenSqliteConn(path); }, 1, kAcquireTimeout);
-    pool->AddIdle(std::move(*conn));
-    return internal::NewSqlStore(internal::Dialect::kSqlite, std::move(pool));
+    *dialect = Dialect::kSqlite;
+    return OpenSqliteConn(path);
   }
   size_t scheme_len = starts("mysql://") ? 8 : starts("mariadb://") ? 10 : 0;
   if (scheme_len == 0) return BadUrl(url, "unknown scheme");
-  absl::StatusOr<internal::MysqlParams> params = ParseMysqlUrl(url, scheme_len);
+  absl::StatusOr<MysqlParams> params = ParseMysqlUrl(url, scheme_len);
   if (!params.ok()) return params.status();
-  absl::StatusOr<std::unique_ptr<internal::SqlConn>> conn = internal::OpenMysqlConn(*params);
+  *dialect = Dialect::kMysql;
+  return OpenMysqlConn(*params);
+}
+
+}  // namespace internal
+
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& url) {
+  internal::Dialect dialect;
+  absl::StatusOr<std::unique_ptr<internal::SqlConn>> conn = internal::OpenRawConn(url, &dialect);
   if (!conn.ok()) return conn.status();
+  // SQLite: one connection (one writer anyway, and ":memory:" databases live in their connection).
+  const int size = dialect == internal::Dialect::kSqlite ? 1 : kMysqlPoolSize;
   auto pool = std::make_unique<ConnPool>(
-      [p = *params]() { return internal::OpenMysqlConn(p); }, kMysqlPoolSize, kAcquireTimeout);
+      [url]() {
+        internal::Dialect d;
+        return internal::OpenRawConn(url, &d);
+      },
+      size, kAcquireTimeout);
   pool->AddIdle(std::move(*conn));
-  return internal::NewSqlStore(internal::Dialect::kMysql, std::move(pool));
+  return internal::NewSqlStore(dialect, std::move(pool));
 }
 
 bool IsTerminal(AnalysisStatus s) {

@@ -684,6 +684,8 @@ STORE_TEST(AwaitingQueryUsesItsIndex) {
   EXPECT_THAT(*plan, HasSubstr("artifacts_awaiting")) << *plan;
   EXPECT_THAT(*plan, ::testing::Not(HasSubstr("TEMP B-TREE"))) << "no sort step expected:\n" << *plan;
   EXPECT_THAT(*plan, ::testing::Not(HasSubstr("filesort"))) << "no sort step expected:\n" << *plan;
+  EXPECT_THAT(*plan, ::testing::Not(HasSubstr("SCAN "))) << "no full scan expected:\n" << *plan;
+  EXPECT_THAT(*plan, ::testing::Not(HasSubstr("type=ALL"))) << "no full scan expected:\n" << *plan;
   std::cout << "plan on " << FALCON_STORE_BACKEND << ":\n" << *plan << std::endl;
 }
 
