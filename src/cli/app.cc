@@ -387,6 +387,31 @@ int Cli::Main(const std::vector<std::string>& args) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e, out_, err_);
   } catch (const CLI::ParseError& e) {
+    // An unknown word where a command was expected: name it and the commands that exist.
+    CLI::App* cur = &app;
+    while (true) {
+      auto parsed = cur->get_subcommands();
+      if (parsed.empty()) break;
+      cur = parsed.front();
+    }
+    if (!cur->get_subcommands([](const CLI::App*) { return true; }).empty()) {
+      for (const auto& word : app.remaining()) {
+        if (word.empty() || word[0] == '-') continue;
+        std::vector<std::string> names;
+        for (const CLI::App* sub : cur->get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+        std::string path = cur == &app ? "falcon" : "falcon " + cur->get_name();
+        if (cur->get_parent() != nullptr && cur->get_parent() != &app) {
+          path = "falcon " + cur->get_parent()->get_name() + " " + cur->get_name();
+        }
+        return Usage("unknown command `" + word + "` for `" + path + "`: use one of " + Join(names, ", ") +
+                     " (see `" + path + " --help`)");
+      }
+    }
+    if (app.remaining().empty() && std::string(e.what()).find("subcommand is required") != std::string::npos) {
+      // A command group alone (`falcon analysis`): show what it offers.
+      err_ << cur->help();
+      return kExitUsage;
+    }
     app.exit(e, out_, err_);
     return kExitUsage;
   }
@@ -739,11 +764,12 @@ int Cli::AnalysisList() {
   bool wide = o_.output == "wide";
   std::vector<std::string> headers = {"ANALYSIS ID", "NAME", "EXP", "TYPE", "PLUGIN", "STATUS", "AGE"};
   std::vector<bool> shrink = {false, true, true, false, true, false, false};
+  std::vector<int> drop = {0, 0, 0, 3, 2, 0, 1};
   if (wide) {
     headers.insert(headers.end(), {"ARTIFACT", "COMMAND", "ERROR"});
     shrink.insert(shrink.end(), {true, true, true});
   }
-  Table t(headers, shrink);
+  Table t(headers, shrink, drop);
   for (const auto& r : records) {
     ordered_json a = AnalysisJson(r);
     std::vector<std::string> row = {a["analysis_id"], a["name"], a["exp_id"], a["analysis_type"],

@@ -59,9 +59,10 @@ std::string OneLine(std::string_view s) {
   return out;
 }
 
-Table::Table(std::vector<std::string> headers, std::vector<bool> shrinkable)
-    : headers_(std::move(headers)), shrinkable_(std::move(shrinkable)) {
+Table::Table(std::vector<std::string> headers, std::vector<bool> shrinkable, std::vector<int> drop_priority)
+    : headers_(std::move(headers)), shrinkable_(std::move(shrinkable)), drop_priority_(std::move(drop_priority)) {
   shrinkable_.resize(headers_.size(), false);
+  drop_priority_.resize(headers_.size(), 0);
 }
 
 void Table::AddRow(std::vector<std::string> cells) {
@@ -72,36 +73,62 @@ void Table::AddRow(std::vector<std::string> cells) {
 
 std::string Table::Render(size_t max_width) const {
   const size_t n = headers_.size();
-  std::vector<size_t> width(n);
+  std::vector<bool> shown(n, true);
+  std::vector<size_t> natural(n);
   for (size_t i = 0; i < n; ++i) {
-    width[i] = DisplayWidth(headers_[i]);
-    for (const auto& r : rows_) width[i] = std::max(width[i], DisplayWidth(r[i]));
+    natural[i] = DisplayWidth(headers_[i]);
+    for (const auto& r : rows_) natural[i] = std::max(natural[i], DisplayWidth(r[i]));
   }
-  auto total = [&] {
-    size_t t = n > 0 ? kGap * (n - 1) : 0;
-    for (size_t w : width) t += w;
-    return t;
-  };
-  if (max_width > 0) {
+  std::vector<size_t> width;
+  size_t gap = kGap;
+  // Fits the shown columns with the given gap; returns whether the result is within max_width.
+  auto fit = [&]() {
+    width = natural;
+    auto total = [&] {
+      size_t t = 0, cols = 0;
+      for (size_t i = 0; i < n; ++i) {
+        if (!shown[i]) continue;
+        t += width[i];
+        ++cols;
+      }
+      return t + (cols > 0 ? gap * (cols - 1) : 0);
+    };
+    if (max_width == 0) return true;
     while (total() > max_width) {
       // Narrow the widest column that may still shrink.
       size_t best = n;
       for (size_t i = 0; i < n; ++i) {
         size_t floor = std::max(kMinShrunk, DisplayWidth(headers_[i]));
-        if (!shrinkable_[i] || width[i] <= floor) continue;
+        if (!shown[i] || !shrinkable_[i] || width[i] <= floor) continue;
         if (best == n || width[i] > width[best]) best = i;
       }
-      if (best == n) break;  // nothing left to narrow: let the terminal wrap
+      if (best == n) return false;
       --width[best];
     }
+    return true;
+  };
+  bool ok = fit();
+  if (!ok) {
+    gap = 2;
+    ok = fit();
+  }
+  while (!ok) {
+    size_t drop = n;
+    for (size_t i = 0; i < n; ++i) {
+      if (shown[i] && drop_priority_[i] > 0 && (drop == n || drop_priority_[i] > drop_priority_[drop])) drop = i;
+    }
+    if (drop == n) break;  // nothing left to leave out: let the terminal wrap
+    shown[drop] = false;
+    ok = fit();
   }
   std::string out;
   auto emit = [&](const std::vector<std::string>& cells) {
     std::string line;
     for (size_t i = 0; i < n; ++i) {
+      if (!shown[i]) continue;
       std::string cell = Truncate(cells[i], width[i]);
       line += cell;
-      if (i + 1 < n) line.append(width[i] - DisplayWidth(cell) + kGap, ' ');
+      line.append(width[i] - DisplayWidth(cell) + gap, ' ');
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line;

@@ -19,13 +19,15 @@ size_t DisplayWidth(std::string_view s);
 std::string Truncate(std::string_view s, size_t width);
 
 // A table printed like kubectl's: upper-case headers, columns separated by three spaces, no trailing
-// blanks. When `max_width` > 0 and the natural width is larger, the widest shrinkable columns are narrowed
-// (never below their header or 6 columns) and their long cells end with "…".
+// blanks. When `max_width` > 0 and the natural width is larger, it is made to fit in steps: the widest
+// shrinkable columns are narrowed (never below their header or 6 columns) and their long cells end with
+// "…"; then the gap becomes two spaces; then droppable columns are left out, highest priority first.
 class Table {
  public:
   // `shrinkable[i]` says whether column i may be narrowed (names, commands, messages); ids, states and
-  // sizes are never cut.
-  Table(std::vector<std::string> headers, std::vector<bool> shrinkable);
+  // sizes are never cut. `drop_priority[i]` > 0 lets column i be left out on a narrow terminal (higher
+  // goes first); 0 keeps it.
+  Table(std::vector<std::string> headers, std::vector<bool> shrinkable, std::vector<int> drop_priority = {});
   void AddRow(std::vector<std::string> cells);
   std::string Render(size_t max_width) const;
   size_t rows() const { return rows_.size(); }
@@ -33,6 +35,7 @@ class Table {
  private:
   std::vector<std::string> headers_;
   std::vector<bool> shrinkable_;
+  std::vector<int> drop_priority_;
   std::vector<std::vector<std::string>> rows_;
 };
 

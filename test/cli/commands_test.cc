@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "cli/output.h"
 #include "cli_test_util.h"
 #include "fake_api_server.h"
 

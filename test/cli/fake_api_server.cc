@@ -189,7 +189,12 @@ void FakeApiServer::Routes() {
     std::vector<json> match;
     for (auto& a : analyses) {
       if (req.has_param("exp_id") && a["exp_id"] != req.get_param_value("exp_id")) continue;
-      if (req.has_param("status") && a["status"] != req.get_param_value("status")) continue;
+      std::string st = a["status"];
+      if (st.rfind("ANALYSIS_STATUS_", 0) == 0) {
+        st = st.substr(16);
+        for (auto& ch : st) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      }
+      if (req.has_param("status") && st != req.get_param_value("status")) continue;
       match.push_back(a);
     }
     size_t start = req.has_param("page_token") ? std::stoul(req.get_param_value("page_token")) : 0;
