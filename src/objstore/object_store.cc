@@ -4,6 +4,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "objstore/gcs_store.h"
 #include "objstore/local_store.h"
 
 namespace falcon::objstore {
@@ -29,11 +30,8 @@ absl::StatusOr<std::unique_ptr<ObjectStore>> OpenObjectStore(const std::string& 
                                                              const OpenOptions& opts) {
   if (absl::StartsWith(url, kFileScheme)) return OpenLocal(url);
   if (absl::StartsWith(url, kGsScheme)) {
-    // The GCS backend (gcs_store.*) replaces this with: return OpenGcsStore(url, opts);
-    return absl::UnimplementedError(absl::StrCat(
-        "object store URL '", url,
-        "': the GCS backend (gs://) is not built into this binary yet; use a local store "
-        "(file:///abs/dir)"));
+    // STORAGE_EMULATOR_HOST or Application Default Credentials, from the environment.
+    return OpenGcsObjectStore(url, opts);
   }
   return absl::InvalidArgumentError(absl::StrCat("object store URL '", url,
                                                  "' has an unsupported scheme; use file:///abs/dir "
