@@ -92,7 +92,7 @@ void Load(SqlConn& c, Dialect d, const Options& o) {
                {base_us, base_us, base_us, o.exps}),
         "load exps");
   // Artifacts: per_exp per Exp, 1 ms apart within the Exp.
-  const std::string e = absl::StrCat("(n / ", per_exp, ")");
+  const std::string e = absl::StrCat("(n ", d == Dialect::kMysql ? "DIV" : "/", " ", per_exp, ")");
   const std::string done = absl::StrCat("(", e, " % 10 <> 9 AND ", e, " < ", analysed_exps, ")");
   Check(c.Exec(absl::StrCat(
                    "INSERT INTO artifacts (artifact_id, exp_id, artifact_type, uri, created_at, "
@@ -179,6 +179,10 @@ int main(int argc, char** argv) {
   }
   std::printf("[%s] first awaiting artifact: %s of %s\n", backend,
               (*rows)[0].artifact.artifact_id().c_str(), (*rows)[0].exp.exp_id().c_str());
+
+  auto plan = store->ExplainAwaitingQuery();
+  Check(plan.status(), "ExplainAwaitingQuery");
+  std::printf("[%s] plan of the awaiting query on the loaded data:\n%s", backend, plan->c_str());
 
   std::vector<double> lat;
   for (int i = 0; i < 20; ++i) Check(store->ListExpsAwaitingAnalysis(100).status(), "warm-up");
