@@ -210,11 +210,13 @@ class HttpApiTest : public ::testing::Test {
 
   // Sends a request; returns status and parsed JSON (null when the body is not JSON).
   std::pair<int, json> Do(const std::string& method, const std::string& path, const std::string& body = "") {
-    httplib::Result r;
-    if (method == "GET") r = client_->Get(path.c_str());
-    else if (method == "POST") r = client_->Post(path.c_str(), body, "application/json");
-    else if (method == "PATCH") r = client_->Patch(path.c_str(), body, "application/json");
-    else if (method == "DELETE") r = client_->Delete(path.c_str());
+    auto send = [&]() -> httplib::Result {
+      if (method == "POST") return client_->Post(path.c_str(), body, "application/json");
+      if (method == "PATCH") return client_->Patch(path.c_str(), body, "application/json");
+      if (method == "DELETE") return client_->Delete(path.c_str());
+      return client_->Get(path.c_str());
+    };
+    httplib::Result r = send();
     EXPECT_TRUE(r) << method << " " << path << ": " << httplib::to_string(r.error());
     if (!r) return {0, nullptr};
     return {r->status, json::parse(r->body, nullptr, false)};
