@@ -1006,6 +1006,9 @@ int Cli::PluginGet() {
 // exps
 
 int Cli::ExpCreate() {
+  if (o_.id.empty() && o_.name.empty()) {
+    return Usage("give the experiment a --name (and optionally an --id; the server generates one otherwise)");
+  }
   auto client = Client();
   if (!client.ok()) return Fail(client.status());
   json body = json::object();

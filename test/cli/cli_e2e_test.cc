@@ -1,0 +1,293 @@
+// End to end: the real `falcon` binary against a real falcon-apiserver and analyzer-controller (local
+// runtime, SQLite, a file:// object store), all on free loopback ports in a temp dir, all stopped after.
+// The whole user workflow: exp create / add-artifact / complete, plugin list, offline analyses appearing by
+// themselves, analysis create --wait --follow with a script, logs, results --download, cancel.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  int port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Starts argv with stdout+stderr into `log`, in its own process group. Returns the pid.
+pid_t Spawn(const std::vector<std::string>& argv, const fs::path& log,
+            const std::map<std::string, std::string>& env = {}) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    int devnull = ::open("/dev/null", O_RDONLY);
+    ::dup2(devnull, 0);
+    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// SIGTERM, then SIGKILL after a grace period; always reaps.
+void Stop(pid_t pid) {
+  if (pid <= 0) return;
+  ::kill(pid, SIGTERM);
+  for (int i = 0; i < 100; ++i) {
+    int st;
+    if (::waitpid(pid, &st, WNOHANG) == pid) return;
+    std::this_thread::sleep_for(50ms);
+  }
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+  int st;
+  ::waitpid(pid, &st, 0);
+}
+
+struct Result {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+class CliE2ETest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("falcon-cli-e2e-" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "store");
+    fs::create_directories(dir_ / "state");
+    fs::create_directories(dir_ / "home");
+    http_port_ = FreePort();
+    int grpc_port = FreePort();
+    int controller_port = FreePort();
+    server_ = "http://127.0.0.1:" + std::to_string(http_port_);
+    const std::string bin = FALCON_BIN_DIR;
+    const std::string store = "file://" + (dir_ / "store").string();
+    apiserver_ = Spawn({bin + "/falcon-apiserver", "--db=sqlite://" + (dir_ / "falcon.db").string(),
+                        "--http-listen=127.0.0.1:" + std::to_string(http_port_),
+                        "--grpc-listen=127.0.0.1:" + std::to_string(grpc_port),
+                        "--controller-addr=127.0.0.1:" + std::to_string(controller_port), "--object-store=" + store},
+                       dir_ / "apiserver.log");
+    controller_ = Spawn({bin + "/analyzer-controller", "--runtime=local", "--state-dir=" + (dir_ / "state").string(),
+                         "--object-store=" + store, "--api-addr=127.0.0.1:" + std::to_string(grpc_port),
+                         "--grpc-listen=127.0.0.1:" + std::to_string(controller_port),
+                         "--catalog=" + std::string(FALCON_BIN_DIR) + "/../etc/plugins.yaml", "--poll-interval=1s",
+                         "--resync-interval=1s"},
+                        dir_ / "controller.log");
+    // Ready when the API server answers /readyz and the controller answers through it (plugins).
+    httplib::Client c("127.0.0.1", http_port_);
+    c.set_connection_timeout(1, 0);
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    bool ready = false;
+    while (std::chrono::steady_clock::now() < deadline) {
+      auto r = c.Get("/v1/plugins");
+      if (r && r->status == 200) {
+        ready = true;
+        break;
+      }
+      std::this_thread::sleep_for(200ms);
+    }
+    ASSERT_TRUE(ready) << "falcon-apiserver + analyzer-controller not ready within 60 s.\napiserver log:\n"
+                       << ReadFile(dir_ / "apiserver.log") << "\ncontroller log:\n"
+                       << ReadFile(dir_ / "controller.log");
+  }
+
+  void TearDown() override {
+    Stop(controller_);
+    Stop(apiserver_);
+    if (HasFailure()) {
+      std::cerr << "apiserver log:\n" << ReadFile(dir_ / "apiserver.log") << "\ncontroller log:\n"
+                << ReadFile(dir_ / "controller.log") << "\n";
+    }
+    // Analysis processes of the local runtime are detached; stop any still around in our state dir.
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  // Runs build/bin/falcon with FALCON_SERVER pointing at our API server; bounded by `timeout`.
+  Result Falcon(const std::vector<std::string>& args, std::chrono::seconds timeout = 120s) {
+    std::vector<std::string> argv = {std::string(FALCON_BIN_DIR) + "/falcon"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    fs::path out = dir_ / "cli.out", err = dir_ / "cli.err";
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(o, 1);
+      ::dup2(e, 2);
+      ::setenv("FALCON_SERVER", server_.c_str(), 1);
+      ::setenv("HOME", (dir_ / "home").c_str(), 1);
+      ::unsetenv("XDG_CONFIG_HOME");
+      std::vector<char*> a;
+      for (auto& s : argv) a.push_back(s.data());
+      a.push_back(nullptr);
+      ::execv(a[0], a.data());
+      ::_exit(127);
+    }
+    Result r;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    int st = 0;
+    while (true) {
+      if (::waitpid(pid, &st, WNOHANG) == pid) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &st, 0);
+        ADD_FAILURE() << "falcon " << args[0] << " " << (args.size() > 1 ? args[1] : "") << " did not finish within "
+                      << timeout.count() << " s";
+        break;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    r.out = ReadFile(out);
+    r.err = ReadFile(err);
+    return r;
+  }
+
+  static std::string Trim(std::string s) {
+    while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+    return s;
+  }
+
+  fs::path dir_;
+  int http_port_ = 0;
+  std::string server_;
+  pid_t apiserver_ = -1;
+  pid_t controller_ = -1;
+};
+
+TEST_F(CliE2ETest, WholeWorkflowThroughTheCli) {
+  // Register an experiment with one artifact, then complete it: the offline analysis starts by itself.
+  auto r = Falcon({"exp", "create", "--id", "e2e-exp", "--name", "cli end to end"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(Trim(r.out), "e2e-exp");
+
+  fs::path artifact = dir_ / "data.txt";
+  std::ofstream(artifact) << "some experiment output\n";
+  r = Falcon({"exp", "add-artifact", "e2e-exp", "--uri", "file://" + artifact.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("file artifact"), std::string::npos) << r.err;
+
+  r = Falcon({"plugin", "list"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("file-stats"), std::string::npos) << r.out;
+
+  r = Falcon({"exp", "complete", "e2e-exp"});
+  ASSERT_EQ(r.code, 0) << r.err;
+
+  // An online analysis with a script, waited for and followed.
+  fs::path script = dir_ / "analyze.sh";
+  std::ofstream(script) << "echo hello-from-script\nls \"$FALCON_INPUT_DIR\"\necho result > \"$FALCON_OUTPUT_DIR/out.txt\"\n";
+  r = Falcon({"analysis", "create", "--exp-id", "e2e-exp", "--script", script.string(), "--wait", "--follow",
+              "--timeout", "90s"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  std::string id = r.out.substr(0, r.out.find('\n'));
+  ASSERT_FALSE(id.empty());
+  EXPECT_NE(r.out.find("hello-from-script"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("succeeded"), std::string::npos) << r.err;
+
+  r = Falcon({"analysis", "get", id, "-o", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["status"], "succeeded");
+
+  r = Falcon({"analysis", "logs", id});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("hello-from-script"), std::string::npos) << r.out;
+
+  r = Falcon({"analysis", "results", id});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("out.txt"), std::string::npos) << r.out;
+  fs::path download = dir_ / "download";
+  r = Falcon({"analysis", "results", id, "--download", download.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(ReadFile(download / "out.txt"), "result\n");
+
+  // The offline analysis of the artifact appeared by itself and finishes.
+  std::string offline_id;
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (offline_id.empty() && std::chrono::steady_clock::now() < deadline) {
+    r = Falcon({"analysis", "list", "--exp-id", "e2e-exp", "-o", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    for (const auto& a : json::parse(r.out)["analyses"]) {
+      if (a["analysis_type"] == "offline") offline_id = a["analysis_id"];
+    }
+    if (offline_id.empty()) std::this_thread::sleep_for(500ms);
+  }
+  ASSERT_FALSE(offline_id.empty()) << "no offline analysis appeared within 60 s";
+  r = Falcon({"analysis", "wait", offline_id, "--timeout", "90s"});
+  EXPECT_EQ(r.code, 0) << r.err;
+
+  // Cancel a long-running one.
+  r = Falcon({"analysis", "create", "--exp-id", "e2e-exp", "--command", "echo started; sleep 120", "--name", "sleeper"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string sleeper = Trim(r.out);
+  deadline = std::chrono::steady_clock::now() + 60s;
+  std::string state;
+  while (state != "running" && std::chrono::steady_clock::now() < deadline) {
+    r = Falcon({"analysis", "get", sleeper, "-o", "json"});
+    ASSERT_EQ(r.code, 0) << r.err;
+    state = json::parse(r.out)["status"];
+    if (state != "running") std::this_thread::sleep_for(200ms);
+  }
+  ASSERT_EQ(state, "running");
+  r = Falcon({"analysis", "cancel", sleeper});
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = Falcon({"analysis", "wait", sleeper, "--timeout", "30s"});
+  EXPECT_EQ(r.code, 4) << r.err;  // cancelled
+  r = Falcon({"analysis", "get", sleeper, "-o", "json"});
+  EXPECT_EQ(json::parse(r.out)["status"], "cancelled");
+
+  // Bad input against the real server.
+  r = Falcon({"analysis", "get", "no-such-analysis"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("not found"), std::string::npos) << r.err;
+  r = Falcon({"analysis", "create", "--exp-id", "no-such-exp", "--plugin", "file-stats"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("falcon exp list"), std::string::npos) << r.err;
+
+  r = Falcon({"analysis", "list", "--exp-id", "e2e-exp"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("sleeper"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cancelled"), std::string::npos) << r.out;
+}
+
+}  // namespace
