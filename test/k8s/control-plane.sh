@@ -126,6 +126,7 @@ start_apiserver() {
     --kubelet-client-key="${pki}/kubelet-client.key" \
     --kubelet-preferred-address-types=InternalIP \
     --endpoint-reconciler-type=none \
+    --watch-cache-sizes=configmaps#0 \
     >>"${dir}/apiserver.log" 2>&1 </dev/null &
   echo $! >"${dir}/apiserver.pid"
   local deadline=$((SECONDS + 120))

@@ -3,6 +3,7 @@
 // runs the containers of Pods as local processes.
 //
 //	controlplane apiserver --etcd-dir=D --etcd-client-port=P --etcd-peer-port=Q -- <kube-apiserver flags>
+//	controlplane kubectl ARGS...          (the upstream kubectl)
 //	controlplane kubelet --kubeconfig=K --node-name=N --run-dir=D --port=P --tls-cert=C --tls-key=K [--path=DIRS]
 //
 // It is started and stopped by test/k8s/control-plane.sh; see docs/kubernetes.md.
@@ -14,7 +15,7 @@ import (
 )
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: controlplane apiserver|kubelet [flags]  (see test/k8s/control-plane.sh)")
+	fmt.Fprintln(os.Stderr, "usage: controlplane apiserver|kubelet|kubectl [flags]  (see test/k8s/control-plane.sh)")
 	os.Exit(2)
 }
 
@@ -29,6 +30,8 @@ func main() {
 		os.Exit(runAPIServer(args))
 	case "kubelet":
 		os.Exit(runKubelet(args))
+	case "kubectl":
+		os.Exit(runKubectl(args))
 	default:
 		usage()
 	}
