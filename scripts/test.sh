@@ -26,6 +26,11 @@ if [ -x test/gcs/emulator.sh ]; then
   test/gcs/emulator.sh install
 fi
 
+if [ -x test/xprof/xprof.sh ]; then
+  step "installing the XProf wheel for the plugin comparison test (cached after the first install)"
+  test/xprof/xprof.sh install "$ROOT/build"
+fi
+
 step "running the tests"
 cd build
 # Unit tests in parallel; tests that start real services and processes one at a time so that timing-based

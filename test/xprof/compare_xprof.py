@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""Compares xplane-stats with XProf on the same XSpace files.
+
+For every file, XProf's own converter (pip package `xprof`, tool `hlo_stats`) and our `xplane-stats`
+plugin are run; their per-HLO-op rows are matched on (program id, HLO op name) and compared:
+occurrences must be equal and total time must agree within --tolerance (relative). Prints one table per
+file and a summary; exits 1 when a figure differs beyond tolerance or when no op could be compared.
+
+Usage: compare_xprof.py --plugin PATH/xplane-stats [--tolerance 0.01] [--json OUT] FILE.xplane.pb...
+Run it with the Python of a venv that has `xprof` installed (see xprof.sh).
+"""
+import argparse
+import collections
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+
+def xprof_hlo_stats(path):
+    """Rows of XProf's hlo_stats table: {(program_id, hlo_op_name): {...}}."""
+    from xprof.convert import raw_to_tool_data
+
+    data, _ = raw_to_tool_data.xspace_to_tool_data([path], "hlo_stats", {"use_saved_result": False})
+    if not data:
+        raise RuntimeError(f"XProf produced no hlo_stats for {path}")
+    table = json.loads(data if isinstance(data, str) else data.decode())
+    cols = [c["id"] for c in table["cols"]]
+    rows = {}
+    for row in table.get("rows", []):
+        r = dict(zip(cols, [c.get("v") for c in row["c"]]))
+        key = (str(r["program_id"]), r["hlo_op_name"])
+        rows[key] = r
+    return rows
+
+
+def ours_hlo_ops(plugin, path):
+    """Our hlo_op records of device planes, summed over planes: {(program_id, hlo_op_name): {...}}."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "x.jsonl")
+        subprocess.run([plugin, "--input", path, "--output", out], check=True,
+                       stderr=subprocess.DEVNULL, timeout=600)
+        agg = collections.defaultdict(lambda: {"occurrences": 0, "total_time": 0.0})
+        errors = []
+        with open(out) as f:
+            for line in f:
+                r = json.loads(line)
+                if r["record_type"] == "error":
+                    errors.append(r)
+                if r["record_type"] != "hlo_op" or not r["plane"].startswith("/device:"):
+                    continue
+                key = (str(r.get("program_id", "")), r["hlo_op_name"])
+                agg[key]["occurrences"] += r["occurrences"]
+                agg[key]["total_time"] += r["total_time"]
+        if errors:
+            raise RuntimeError(f"xplane-stats wrote error records for {path}: {errors}")
+        return dict(agg)
+
+
+def compare(plugin, path, tolerance):
+    theirs = xprof_hlo_stats(path)
+    ours = ours_hlo_ops(plugin, path)
+    result = {"file": os.path.basename(path), "xprof_ops": len(theirs), "our_ops": len(ours),
+              "compared": 0, "mismatches": [], "only_xprof": [], "only_ours": [],
+              "xprof_total_time": 0.0, "our_total_time": 0.0}
+    print(f"\n{os.path.basename(path)}")
+    print(f"  {'program':>8} {'hlo_op_name':40} {'occ xprof':>9} {'occ ours':>8} "
+          f"{'time xprof (us)':>15} {'time ours (us)':>15} {'diff %':>7}")
+    for key in sorted(set(theirs) | set(ours)):
+        t, o = theirs.get(key), ours.get(key)
+        if t is None:
+            result["only_ours"].append(key)
+            continue
+        if o is None:
+            result["only_xprof"].append(key)
+            continue
+        result["compared"] += 1
+        tt, ot = float(t["total_time"]), o["total_time"]
+        result["xprof_total_time"] += tt
+        result["our_total_time"] += ot
+        diff = abs(ot - tt) / tt if tt else (0.0 if ot == 0 else 1.0)
+        flag = ""
+        if int(t["occurrences"]) != o["occurrences"] or diff > tolerance:
+            result["mismatches"].append({"op": key, "xprof": [t["occurrences"], tt],
+                                         "ours": [o["occurrences"], ot]})
+            flag = "  <-- differs"
+        print(f"  {key[0]:>8} {key[1][:40]:40} {int(t['occurrences']):>9} {o['occurrences']:>8} "
+              f"{tt:>15.3f} {ot:>15.3f} {100 * diff:>7.3f}{flag}")
+    for key in result["only_xprof"]:
+        print(f"  only in XProf: {key}")
+    for key in result["only_ours"]:
+        print(f"  only in xplane-stats: {key}")
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--plugin", required=True)
+    ap.add_argument("--tolerance", type=float, default=0.01)
+    ap.add_argument("--json")
+    ap.add_argument("files", nargs="+")
+    args = ap.parse_args()
+    results = [compare(args.plugin, f, args.tolerance) for f in args.files]
+    compared = sum(r["compared"] for r in results)
+    bad = sum(len(r["mismatches"]) + len(r["only_xprof"]) for r in results)
+    print(f"\nsummary: {compared} HLO ops compared over {len(results)} file(s); "
+          f"{bad} differ or are missing from xplane-stats")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1, default=str)
+    if compared == 0 or bad:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+// Runs compare_xprof.py: XProf's hlo_stats and xplane-stats must agree per HLO op (occurrences exactly,
+// total time within 1%) on the real JAX GPU profiles of the reference data.
+#include <filesystem>
+
+#include "plugins/common/plugin_test_util.h"
+
+namespace falcon::plugins::testing {
+namespace {
+
+TEST(XProfComparison, HloStatsPerOpTotalsAgree) {
+  std::string python = std::string(FALCON_BIN_DIR) + "/../xprof-venv/bin/python";
+  ASSERT_TRUE(std::filesystem::exists(python))
+      << "the XProf venv is missing; run: test/xprof/xprof.sh install " << FALCON_BIN_DIR << "/..";
+  TempDir tmp;
+  std::string report = tmp.path() + "/report.json";
+  int rc = RunProcess({python, std::string(FALCON_SOURCE_DIR) + "/test/xprof/compare_xprof.py", "--plugin",
+                       PluginPath("xplane-stats"), "--tolerance", "0.01", "--json", report,
+                       ReferenceData("xplane/tracelens__jax08_gemm.tw003.xplane.pb"),
+                       ReferenceData("xplane/tracelens__jax08_elementwise.tw003.xplane.pb")},
+                      {}, std::chrono::seconds(600));
+  ASSERT_TRUE(std::filesystem::exists(report)) << "compare_xprof.py did not finish (exit " << rc << ")";
+  std::ifstream f(report);
+  Json results = Json::parse(f);
+  int compared = 0;
+  for (const auto& r : results) {
+    compared += r["compared"].get<int>();
+    EXPECT_TRUE(r["mismatches"].empty()) << r["file"] << ": " << r["mismatches"].dump();
+    EXPECT_TRUE(r["only_xprof"].empty()) << r["file"] << ": ops XProf has and we miss: " << r["only_xprof"].dump();
+  }
+  EXPECT_GE(compared, 20);  // 16 + 13 ops in these two profiles
+  EXPECT_EQ(rc, 0);
+}
+
+}  // namespace
+}  // namespace falcon::plugins::testing
