@@ -52,6 +52,31 @@ std::string SelfDir() {
   return fs::path(buf).parent_path().string();
 }
 
+// True if others may search every folder from / down to `dir`.
+bool SearchableByOthers(const fs::path& dir) {
+  fs::path cur;
+  for (const auto& part : dir) {
+    cur /= part;
+    struct stat st;
+    if (::stat(cur.c_str(), &st) != 0 || !(st.st_mode & S_IXOTH)) return false;
+  }
+  return true;
+}
+
+// PATH without the folders an unprivileged user cannot reach.
+std::string PathForOthers(const std::string& path) {
+  std::string out;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find(':', start);
+    if (end == std::string::npos) end = path.size();
+    std::string dir = path.substr(start, end - start);
+    if (!dir.empty() && dir[0] == '/' && SearchableByOthers(dir)) out += (out.empty() ? "" : ":") + dir;
+    start = end + 1;
+  }
+  return out.empty() ? "/usr/local/bin:/usr/bin:/bin" : out;
+}
+
 // output.log: the runner's own lines and the command's output, in order. Thread-safe.
 class LogFile {
  public:
@@ -262,8 +287,9 @@ absl::StatusOr<pid_t> Runner::StartCommand(int out_fd) {
     env.erase("FALCON_SCRIPT");
   }
   std::string path = env.count("PATH") ? env["PATH"] : "/usr/local/bin:/usr/bin:/bin";
-  env["PATH"] = o_.plugin_dir + ":" + path;
   bool drop = o_.run_as_uid >= 0;
+  if (drop) path = PathForOthers(path);  // e.g. root's ~/.pyenv/shims would shadow /usr/bin/python3
+  env["PATH"] = o_.plugin_dir + ":" + path;
   if (drop) env["HOME"] = cwd.string();
 
   std::vector<std::string> args;
@@ -275,9 +301,18 @@ absl::StatusOr<pid_t> Runner::StartCommand(int out_fd) {
     }
   }
   if (o_.sandbox == "bwrap") {
-    args = {o_.bwrap_path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp",
-            "--bind", work_.string(), work_.string(), "--unshare-net", "--unshare-pid",
-            "--die-with-parent", "--chdir", cwd.string()};
+    args = {o_.bwrap_path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"};
+    // A scratch dir under /tmp sits on the private tmpfs: recreate its parents searchable (bwrap would
+    // make them 0700 root, out of the unprivileged user's reach).
+    if (absl::StartsWith(work_.string(), "/tmp/")) {
+      std::vector<fs::path> parents;
+      for (fs::path p = work_.parent_path(); p != "/tmp" && p != p.root_path(); p = p.parent_path()) {
+        parents.insert(parents.begin(), p);
+      }
+      for (const auto& p : parents) args.insert(args.end(), {"--perms", "0755", "--dir", p.string()});
+    }
+    args.insert(args.end(), {"--bind", work_.string(), work_.string(), "--unshare-net", "--unshare-pid",
+                             "--die-with-parent", "--chdir", cwd.string()});
     args.push_back("--");
     if (drop && !setpriv.empty()) {
       // bubblewrap runs as root (to make the namespaces); setpriv drops to the user inside.

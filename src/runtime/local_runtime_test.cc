@@ -9,6 +9,7 @@
 #include <atomic>
 #include <fstream>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -34,6 +35,30 @@ bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeou
 }
 
 bool ProcessAlive(pid_t pid) { return local::ProcessStartTicks(pid) != 0; }
+
+// Live processes whose environment names the Pod (how an operator finds a Pod's processes).
+int PodProcesses(const std::string& pod) {
+  int n = 0;
+  const std::string needle = "FALCON_POD_NAME=" + pod;
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    std::string name = e.path().filename().string();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    if (local::ProcessStartTicks(std::stoi(name)) == 0) continue;  // gone or zombie
+    std::ifstream in(e.path() / "environ", std::ios::binary);
+    std::string env((std::istreambuf_iterator<char>(in)), {});
+    size_t pos = 0;
+    while ((pos = env.find(needle, pos)) != std::string::npos) {
+      bool starts = pos == 0 || env[pos - 1] == '\0';
+      bool ends = pos + needle.size() == env.size() || env[pos + needle.size()] == '\0';
+      if (starts && ends) {
+        ++n;
+        break;
+      }
+      pos += needle.size();
+    }
+  }
+  return n;
+}
 
 class LocalRuntimeTest : public ::testing::Test {
  protected:
@@ -174,6 +199,7 @@ TEST_F(LocalRuntimeTest, DeleteFromOutsideKillsTheWholeTree) {
   ASSERT_GT(child_pid, 0);
   ASSERT_TRUE(ProcessAlive(main_pid));
   ASSERT_TRUE(ProcessAlive(child_pid));
+  EXPECT_EQ(PodProcesses("victim"), 2);  // sh and sleep (the supervisor does not carry the env)
 
   // Exactly what a user does: falcon-localpod delete.
   std::string cmd = absl::StrCat(FALCON_BIN_DIR, "/falcon-localpod --state-dir=", (dir_ / "state").string(),
@@ -182,6 +208,7 @@ TEST_F(LocalRuntimeTest, DeleteFromOutsideKillsTheWholeTree) {
   EXPECT_EQ(rt_->Get("victim").status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(main_pid) && !ProcessAlive(child_pid); }, 5s))
       << "processes of a deleted Pod are still alive";
+  EXPECT_EQ(PodProcesses("victim"), 0);
   EXPECT_FALSE(fs::exists(dir_ / "state" / "pods" / "victim"));
 }
 
@@ -260,6 +287,109 @@ TEST_F(LocalRuntimeTest, WatchDeliversAddedModifiedDeleted) {
   std::lock_guard<std::mutex> l(mu);
   EXPECT_EQ(events.front().first, PodEvent::Type::kAdded);
   for (auto& [type, pod] : events) EXPECT_EQ(pod.name, "watched");
+}
+
+// A real Pod: falcon-runner staging from a local store and running a command (and a plugin).
+class RunnerPodTest : public LocalRuntimeTest {
+ protected:
+  void SetUp() override {
+    LocalRuntimeTest::SetUp();
+    auto s = objstore::OpenObjectStore("file://" + (dir_ / "store").string());
+    ASSERT_TRUE(s.ok()) << s.status();
+    store_ = std::move(*s);
+  }
+  PodSpec RunnerPod(const std::string& name, const std::string& id, const std::string& command) {
+    PodSpec s;
+    s.name = name;
+    s.labels = {{kManagedByLabel, kManagedByValue}, {kAnalysisIdLabel, id}};
+    s.args = {"falcon-runner", "--object-store=" + store_->RootUrl(), "--exp-id=e1", "--analysis-id=" + id,
+              "--command=" + command, "--log-upload-interval=0.2"};
+    s.env = {{"FALCON_ANALYSIS_ID", id}};
+    return s;
+  }
+  std::string Get(const std::string& key) {
+    std::ostringstream out;
+    auto st = store_->Get(key, out);
+    return st.ok() ? out.str() : "<" + st.ToString() + ">";
+  }
+  std::unique_ptr<objstore::ObjectStore> store_;
+};
+
+TEST_F(RunnerPodTest, RunsAPluginOverStagedInputs) {
+  std::istringstream data("{\"a\": 1}");
+  ASSERT_TRUE(store_->Put("exps/e1/artifacts/x.json", data).ok());
+  PodSpec s = RunnerPod("falcon-analysis-a1", "a1", "file-stats");
+  s.args.push_back("--plugin=file-stats");
+  s.args.push_back("--input=" + store_->Uri("exps/e1/artifacts/"));
+  ASSERT_TRUE(rt_->Create(s).ok());
+  PodStatus p = WaitTerminal("falcon-analysis-a1", 30s);
+  auto logs = rt_->ReadLogs("falcon-analysis-a1");
+  ASSERT_EQ(p.phase, PodPhase::kSucceeded) << (logs.ok() ? *logs : "");
+  std::string jsonl = Get("analysis/e1/a1/file-stats.jsonl");
+  EXPECT_TRUE(absl::StrContains(jsonl, "\"path\":\"artifacts/x.json\"")) << jsonl;
+  EXPECT_TRUE(absl::StrContains(jsonl, "\"format\":\"json\"")) << jsonl;
+  EXPECT_TRUE(absl::StrContains(Get("analysis/e1/a1/output.log"), "command exited with code 0"));
+  // The Pod log (runtime) carries the same lines as output.log.
+  EXPECT_TRUE(logs.ok() && absl::StrContains(*logs, "staged"));
+}
+
+TEST_F(RunnerPodTest, ExitCodesAndDeadlineThroughTheRunner) {
+  ASSERT_TRUE(rt_->Create(RunnerPod("p-fail", "f1", "echo bad >&2; exit 5")).ok());
+  PodStatus p = WaitTerminal("p-fail", 30s);
+  EXPECT_EQ(p.phase, PodPhase::kFailed);
+  EXPECT_EQ(p.exit_code.value_or(-1), 5);
+  EXPECT_TRUE(absl::StrContains(Get("analysis/e1/f1/output.log"), "bad"));
+
+  PodSpec slow = RunnerPod("p-slow", "s1", "echo begun; sleep 300");
+  slow.active_deadline_seconds = 1;
+  ASSERT_TRUE(rt_->Create(slow).ok());
+  p = WaitTerminal("p-slow", 30s);
+  EXPECT_EQ(p.phase, PodPhase::kFailed);
+  EXPECT_EQ(p.reason, "DeadlineExceeded");
+  // The runner got SIGTERM first and uploaded its log.
+  std::string log = Get("analysis/e1/s1/output.log");
+  EXPECT_TRUE(absl::StrContains(log, "begun")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "received SIGTERM")) << log;
+}
+
+TEST_F(RunnerPodTest, DeletingARunningRunnerPodKillsEverything) {
+  ASSERT_TRUE(rt_->Create(RunnerPod("p-del", "d1", "sleep 300 & echo started; wait")).ok());
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(Get("analysis/e1/d1/output.log"), "started"); }, 20s));
+  // runner, (bwrap,) sh and sleep: all carry the Pod's name.
+  EXPECT_GE(PodProcesses("p-del"), 3);
+  ASSERT_TRUE(rt_->Delete("p-del", 2).ok());
+  ASSERT_TRUE(rt_->WaitGone("p-del", 20s).ok());
+  EXPECT_TRUE(WaitFor([&] { return PodProcesses("p-del") == 0; }, 5s))
+      << PodProcesses("p-del") << " processes of the deleted Pod are still alive";
+  // The log was uploaded on the way out.
+  EXPECT_TRUE(absl::StrContains(Get("analysis/e1/d1/output.log"), "received SIGTERM"));
+}
+
+TEST_F(RunnerPodTest, AsRootTheCommandIsUnprivilegedLimitedAndOffline) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  PodSpec s = RunnerPod("p-iso", "i1",
+                        "id -u > $FALCON_OUTPUT_DIR/uid.txt; grep -c : /proc/net/dev > $FALCON_OUTPUT_DIR/ifaces.txt; "
+                        "touch /etc/falcon-should-fail 2>/dev/null && echo writable > $FALCON_OUTPUT_DIR/etc.txt; true");
+  ASSERT_TRUE(rt_->Create(s).ok());
+  PodStatus p = WaitTerminal("p-iso", 30s);
+  ASSERT_EQ(p.phase, PodPhase::kSucceeded) << Get("analysis/e1/i1/output.log");
+  EXPECT_EQ(Get("analysis/e1/i1/uid.txt"), "65534\n");
+  EXPECT_TRUE(absl::StartsWith(Get("analysis/e1/i1/etc.txt"), "<NOT_FOUND")) << "the command could write /etc";
+  std::ifstream host_dev("/proc/net/dev");
+  int host_ifaces = 0;
+  for (std::string line; std::getline(host_dev, line);) host_ifaces += line.find(':') != std::string::npos;
+  if (std::system("bwrap --ro-bind / / --unshare-net true >/dev/null 2>&1") == 0 && host_ifaces > 1) {
+    EXPECT_EQ(Get("analysis/e1/i1/ifaces.txt"), "1\n") << "the command had network interfaces besides lo";
+  }
+
+  if (::access("/usr/bin/python3", X_OK) == 0) {
+    PodSpec m = RunnerPod("p-mem", "m1", "/usr/bin/python3 -c 'x = bytearray(512 * 1024 * 1024)'");
+    m.resources.memory_limit = "128Mi";
+    ASSERT_TRUE(rt_->Create(m).ok());
+    p = WaitTerminal("p-mem", 30s);
+    EXPECT_EQ(p.phase, PodPhase::kFailed) << "512 MiB allocated under a 128Mi limit";
+    EXPECT_TRUE(absl::StrContains(Get("analysis/e1/m1/output.log"), "MemoryError"));
+  }
 }
 
 }  // namespace
