@@ -1,0 +1,70 @@
+// ApiClient: the controller's view of FalconAPIService (the API server owns the database). One interface,
+// a gRPC implementation (NewGrpcApiClient) and an in-memory fake for tests (testing/fake_api_client.h).
+//
+// Fencing: every mutating call (create, update, delete) carries the current lease epoch in the gRPC metadata
+// key "x-falcon-lease-epoch" once SetLeaseEpoch() was called with a value > 0; the API server refuses an
+// epoch older than the newest it has seen with FAILED_PRECONDITION. Calls return the API server's status
+// unchanged except that the gRPC implementation retries UNAVAILABLE with capped exponential backoff.
+// All methods are thread-safe.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "falcon/api/v1/api.pb.h"
+#include "falcon/api/v1/types.pb.h"
+
+namespace falcon::controller {
+
+namespace apiv1 = ::falcon::api::v1;
+
+inline constexpr char kLeaseEpochMetadataKey[] = "x-falcon-lease-epoch";
+
+inline bool IsTerminal(apiv1::AnalysisStatus s) {
+  return s == apiv1::ANALYSIS_STATUS_SUCCEEDED || s == apiv1::ANALYSIS_STATUS_FAILED ||
+         s == apiv1::ANALYSIS_STATUS_CANCELLED;
+}
+
+class ApiClient {
+ public:
+  virtual ~ApiClient() = default;
+
+  // Epoch sent on mutating calls from now on (0: none).
+  virtual void SetLeaseEpoch(int64_t epoch) = 0;
+
+  virtual absl::StatusOr<std::vector<apiv1::ExpAwaiting>> ListExpsAwaitingAnalysis(int limit) = 0;
+  // Returns the stored record (with analysis_id, PENDING status and timestamps).
+  virtual absl::StatusOr<apiv1::AnalysisRecord> CreateAnalysisRecord(
+      const apiv1::AnalysisRecord& record) = 0;
+  virtual absl::StatusOr<apiv1::AnalysisRecord> GetAnalysisRecord(const std::string& id) = 0;
+  // Changes only `paths` (FieldMask paths: name, status, error_message, result_gcs_path). An illegal status
+  // transition is FAILED_PRECONDITION.
+  virtual absl::StatusOr<apiv1::AnalysisRecord> UpdateAnalysisRecord(
+      const std::string& id, const apiv1::AnalysisRecord& record,
+      const std::vector<std::string>& paths) = 0;
+  virtual absl::Status DeleteAnalysisRecord(const std::string& id) = 0;
+  // Every PENDING and RUNNING record, oldest first.
+  virtual absl::StatusOr<std::vector<apiv1::AnalysisRecord>> ListRunningAnalyses() = 0;
+  virtual absl::StatusOr<apiv1::GetExpResponse> GetExp(const std::string& exp_id) = 0;
+  // OK when the API server answers at all (used by /readyz); one attempt, short deadline.
+  virtual absl::Status Ping() = 0;
+};
+
+struct GrpcApiClientOptions {
+  std::chrono::milliseconds call_timeout{std::chrono::seconds(10)};
+  // Retries of UNAVAILABLE (and DEADLINE_EXCEEDED on reads): base, cap and total attempts.
+  std::chrono::milliseconds retry_base{std::chrono::milliseconds(100)};
+  std::chrono::milliseconds retry_max{std::chrono::seconds(2)};
+  int max_attempts = 6;
+};
+
+// A client of the API server at `target` ("host:port"). `clock` and `random` must outlive it.
+std::unique_ptr<ApiClient> NewGrpcApiClient(const std::string& target, Clock& clock, Random& random,
+                                            GrpcApiClientOptions options = {});
+
+}  // namespace falcon::controller

@@ -1,0 +1,49 @@
+// ControllerConfig: every knob of analyzer-controller (flags and/or a YAML config file, see
+// docs/controller.md). Plain data; main() fills it, the controller only reads it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "runtime/pod_runtime.h"
+
+namespace falcon::controller {
+
+struct ControllerConfig {
+  // Admission: concurrent Pods per queue.
+  int offline_concurrency = 4;
+  int online_concurrency = 8;
+  // Offline poller: how often, and how many (Exp, Artifact) pairs per call.
+  std::chrono::milliseconds poll_interval{std::chrono::seconds(10)};
+  int poll_batch = 100;
+  // Periodic resync: re-list Pods and non-terminal records and reconcile each.
+  std::chrono::milliseconds resync_interval{std::chrono::seconds(10)};
+  // Reconcile workers (each processes one analysis at a time).
+  int workers = 4;
+  // Per-key retry backoff for failed reconciles and Pod (re)creation.
+  std::chrono::milliseconds backoff_base{std::chrono::milliseconds(500)};
+  std::chrono::milliseconds backoff_max{std::chrono::seconds(60)};
+  // Pod creation / recreation attempts before the analysis is FAILED with the last error.
+  int max_create_attempts = 5;
+  // A Pod still Pending after this long is deleted and its analysis FAILED.
+  std::chrono::milliseconds pod_start_timeout{std::chrono::seconds(300)};
+  // active_deadline_seconds for a command with no plugin (plugins carry their own timeout).
+  int64_t default_timeout_seconds = 3600;
+  // Grace period for SIGTERM before SIGKILL when the controller deletes a Pod.
+  int delete_grace_seconds = 10;
+  // Finished Pods are kept this long after their record is terminal (for debugging), then deleted;
+  // negative: keep forever; 0: delete as soon as output.log is safely stored.
+  std::chrono::seconds finished_pod_retention{std::chrono::hours(1)};
+  // Resources for analyses whose plugin sets none (and for commands).
+  runtime::ResourceSpec default_resources{"100m", "1", "128Mi", "1Gi"};
+  // argv[0] of every Pod (the Pod contract: falcon-runner, found on PATH in the image or by the local
+  // runtime next to the controller's binary).
+  std::string runner = "falcon-runner";
+  // Passed to the runner as --log-upload-interval (seconds).
+  int log_upload_interval_seconds = 5;
+  // How many trailing log lines go into error_message of a failed analysis.
+  int error_log_lines = 20;
+};
+
+}  // namespace falcon::controller

@@ -1,0 +1,359 @@
+// The controller's state machine with fakes and a FakeClock, driven without background threads:
+// BecomeLeaderForTest runs recovery; DrainQueueForTest runs the reconciles that are ready.
+#include "controller/controller.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/match.h"
+#include "common/ids.h"
+#include "controller/testing/fake_api_client.h"
+#include "controller/testing/fake_pod_runtime.h"
+#include "controller/testing/memory_object_store.h"
+
+namespace falcon::controller {
+namespace {
+
+using api::v1::ANALYSIS_STATUS_CANCELLED;
+using api::v1::ANALYSIS_STATUS_FAILED;
+using api::v1::ANALYSIS_STATUS_PENDING;
+using api::v1::ANALYSIS_STATUS_RUNNING;
+using api::v1::ANALYSIS_STATUS_SUCCEEDED;
+using runtime::PodPhase;
+using std::chrono::seconds;
+
+constexpr char kCatalog[] = R"(plugins:
+  - name: file-stats
+    artifact_types: [file]
+    command: file-stats
+    resources: {cpu_request: 100m, memory_limit: 256Mi}
+    timeout_seconds: 600
+)";
+
+class ControllerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    catalog_ = std::make_unique<PluginCatalog>(*PluginCatalog::Parse(kCatalog, "test"));
+    api_.AddExp("e1");
+    api_.AddArtifact("e1", "file", "file:///data/a.txt");
+    config_.online_concurrency = 2;
+    config_.offline_concurrency = 1;
+    config_.pod_start_timeout = seconds(60);
+    config_.finished_pod_retention = seconds(-1);
+    NewController();
+  }
+
+  void NewController() {
+    c_.reset();
+    c_ = std::make_unique<Controller>(
+        config_, ControllerDeps{&api_, &rt_, &store_, &elector_, catalog_.get(), &clock_, &random_, &metrics_});
+    c_->BecomeLeaderForTest(++epoch_);
+  }
+
+  std::string Online(const std::string& command = "echo hi") {
+    analyzerv1::CreateAnalysisRequest req;
+    req.set_name("t");
+    req.set_exp_id("e1");
+    req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
+    req.set_command(command);
+    auto id = c_->CreateAnalysis(req);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.value_or("");
+  }
+  api::v1::AnalysisStatus Status(const std::string& id) { return api_.Record(id).status(); }
+  std::string Pod(const std::string& id) { return PodNameForAnalysis(id); }
+
+  FakeClock clock_;
+  FakeRandom random_;
+  testing::FakeApiClient api_;
+  testing::FakePodRuntime rt_{clock_};
+  testing::MemoryObjectStore store_;
+  testing::FakeElector elector_;
+  ControllerMetrics metrics_;
+  std::unique_ptr<PluginCatalog> catalog_;
+  ControllerConfig config_;
+  std::unique_ptr<Controller> c_;
+  int64_t epoch_ = 0;
+};
+
+TEST_F(ControllerTest, SucceededPodMakesTheRecordSucceededAndKeepsTheLog) {
+  std::string id = Online();
+  EXPECT_EQ(Status(id), ANALYSIS_STATUS_PENDING);
+  c_->DrainQueueForTest();
+  EXPECT_EQ(Status(id), ANALYSIS_STATUS_RUNNING) << "RUNNING once its Pod exists";
+  ASSERT_TRUE(rt_.Exists(Pod(id)));
+  EXPECT_FALSE(api_.Record(id).result_gcs_path().empty());
+  rt_.SetPhase(Pod(id), PodPhase::kRunning);
+  rt_.SetLogs(Pod(id), "hello\n");
+  rt_.SetPhase(Pod(id), PodPhase::kSucceeded);
+  c_->DrainQueueForTest();
+  EXPECT_EQ(Status(id), ANALYSIS_STATUS_SUCCEEDED);
+  EXPECT_EQ(store_.Value("analysis/e1/" + id + "/output.log"), "hello\n")
+      << "the runtime's log is stored when the runner did not upload one";
+  EXPECT_EQ(c_->admission().Running(QueueKind::kOnline), 0);
+}
+
+TEST_F(ControllerTest, FailedPodGivesExitCodeAndLastLogLines) {
+  std::string id = Online("exit 3");
+  c_->DrainQueueForTest();
+  store_.Set("analysis/e1/" + id + "/output.log", "line 1\nTraceback: boom\n");
+  rt_.SetPhase(Pod(id), PodPhase::kFailed, 3, "Error");
+  c_->DrainQueueForTest();
+  auto rec = api_.Record(id);
+  EXPECT_EQ(rec.status(), ANALYSIS_STATUS_FAILED);
+  EXPECT_TRUE(absl::StrContains(rec.error_message(), "exit code 3")) << rec.error_message();
+  EXPECT_TRUE(absl::StrContains(rec.error_message(), "Traceback: boom")) << rec.error_message();
+  EXPECT_EQ(store_.Value("analysis/e1/" + id + "/output.log"), "line 1\nTraceback: boom\n")
+      << "the runner's own log is not replaced";
+}
+
+TEST_F(ControllerTest, PodDeletedExternallyFailsTheRecord) {
+  std::string id = Online();
+  c_->DrainQueueForTest();
+  rt_.SetPhase(Pod(id), PodPhase::kRunning);
+  rt_.RemoveExternally(Pod(id));
+  c_->DrainQueueForTest();
+  EXPECT_EQ(Status(id), ANALYSIS_STATUS_FAILED);
+  EXPECT_EQ(api_.Record(id).error_message(), "pod deleted externally");
+}
+
+TEST_F(ControllerTest, PodDeletedWhileNoEventArrivesIsHealedByResync) {
+  std::string id = Online();
+  c_->DrainQueueForTest();
+  c_->queue().Clear();
+  // Delete behind the watch's back: nothing is enqueued until the resync.
+  testing::FakePodRuntime* rt = &rt_;
+  {
+    auto handle = rt->Watch({}, [](const runtime::PodEvent&) {});
+  }
+  rt_.RemoveExternally(Pod(id));
+  c_->queue().Clear();
+  c_->DrainQueueForTest();
+  EXPECT_EQ(Status(id), ANALYSIS_STATUS_RUNNING);
+  ASSERT_TRUE(c_->Resync().ok());
+  c_->DrainQueueForTest();
+  EXPECT_EQ(Status(id), ANALYSIS_STATUS_FAILED);
+}
+
+TEST_F(ControllerTest, PodThatNeverStartsFailsAfterTheStartTimeout) {
+  std::string id = Online();
+  c_->DrainQueueForTest();
+  ASSERT_EQ(Status(id), ANALYSIS_STATUS_RUNNING);
+  clock_.Advance(seconds(59));
+  c_->DrainQueueForTest();
+  EXPECT_EQ(Status(id), ANALYSIS_STATUS_RUNNING);
+  clock_.Advance(seconds(1));
+  c_->DrainQueueForTest();
+  auto rec = api_.Record(id);
+  EXPECT_EQ(rec.status(), ANALYSIS_STATUS_FAILED);
+  EXPECT_TRUE(absl::StrContains(rec.error_message(), "did not start within 60s")) << rec.error_message();
+  EXPECT_FALSE(rt_.Exists(Pod(id)));
+}
+
+TEST_F(ControllerTest, DeadlineExceededSaysTimedOut) {
+  analyzerv1::CreateAnalysisRequest req;
+  req.set_exp_id("e1");
+  req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
+  req.set_plugin_name("file-stats");
+  std::string id = *c_->CreateAnalysis(req);
+  c_->DrainQueueForTest();
+  EXPECT_EQ(rt_.Spec(Pod(id)).active_deadline_seconds, 600);
+  rt_.SetPhase(Pod(id), PodPhase::kRunning);
+  rt_.SetPhase(Pod(id), PodPhase::kFailed, 137, "DeadlineExceeded");
+  c_->DrainQueueForTest();
+  EXPECT_TRUE(absl::StrContains(api_.Record(id).error_message(), "timed out after 600s"))
+      << api_.Record(id).error_message();
+}
+
+TEST_F(ControllerTest, AdmissionLimitAndFifo) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(Online());
+  c_->DrainQueueForTest();
+  EXPECT_EQ(Status(ids[0]), ANALYSIS_STATUS_RUNNING);
+  EXPECT_EQ(Status(ids[1]), ANALYSIS_STATUS_RUNNING);
+  for (int i = 2; i < 5; ++i) EXPECT_EQ(Status(ids[i]), ANALYSIS_STATUS_PENDING) << i;
+  EXPECT_EQ(rt_.Alive(), 2);
+  rt_.SetPhase(Pod(ids[1]), PodPhase::kSucceeded);
+  c_->DrainQueueForTest();
+  EXPECT_EQ(Status(ids[2]), ANALYSIS_STATUS_RUNNING) << "the oldest waiting one goes next";
+  EXPECT_EQ(Status(ids[3]), ANALYSIS_STATUS_PENDING);
+  for (int round = 0; round < 5; ++round) {
+    for (const auto& id : ids) {
+      if (Status(id) == ANALYSIS_STATUS_RUNNING) rt_.SetPhase(Pod(id), PodPhase::kSucceeded);
+    }
+    c_->DrainQueueForTest();
+  }
+  for (const auto& id : ids) EXPECT_EQ(Status(id), ANALYSIS_STATUS_SUCCEEDED);
+  EXPECT_EQ(rt_.max_alive(), 2);
+}
+
+TEST_F(ControllerTest, RecoveryAdoptsRecreatesAndCountsSlotsFromTheRuntime) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(Online());
+  c_->DrainQueueForTest();  // 0,1 running; 2,3 pending
+  rt_.SetPhase(Pod(ids[0]), PodPhase::kSucceeded);  // finished while no controller watched
+  rt_.RemoveExternally(Pod(ids[1]));                 // vanished while no controller watched
+  // A Pod created just before a crash, whose record still says PENDING.
+  NewController();  // "restart": a fresh controller recovers
+  c_->DrainQueueForTest();
+  EXPECT_EQ(Status(ids[0]), ANALYSIS_STATUS_SUCCEEDED) << "RUNNING with a finished Pod is finished";
+  EXPECT_EQ(Status(ids[1]), ANALYSIS_STATUS_RUNNING) << "RUNNING without a Pod is recreated";
+  EXPECT_TRUE(rt_.Exists(Pod(ids[1])));
+  EXPECT_EQ(rt_.creates(Pod(ids[1])), 2);
+  EXPECT_EQ(Status(ids[2]), ANALYSIS_STATUS_RUNNING);
+  EXPECT_EQ(Status(ids[3]), ANALYSIS_STATUS_PENDING) << "limit 2 still holds after recovery";
+  for (int i = 0; i < 4; ++i) EXPECT_LE(rt_.creates(Pod(ids[i])), i == 1 ? 2 : 1);
+}
+
+TEST_F(ControllerTest, RecoveryAdoptsAPodWhoseRecordIsStillPending) {
+  std::string id = Online();
+  // Simulate: the Pod was created, the controller died before marking RUNNING.
+  runtime::PodSpec spec;
+  spec.name = Pod(id);
+  spec.labels = {{runtime::kAnalysisIdLabel, id},
+                 {runtime::kAnalysisTypeLabel, "online"},
+                 {runtime::kManagedByLabel, runtime::kManagedByValue}};
+  c_->queue().Clear();
+  ASSERT_TRUE(rt_.Create(spec).ok());
+  NewController();
+  c_->DrainQueueForTest();
+  EXPECT_EQ(Status(id), ANALYSIS_STATUS_RUNNING);
+  EXPECT_EQ(rt_.creates(Pod(id)), 1) << "adopted, not created twice";
+  EXPECT_EQ(c_->admission().Running(QueueKind::kOnline), 1);
+}
+
+TEST_F(ControllerTest, RecreateGivesUpAfterMaxAttemptsNamingTheReason) {
+  config_.max_create_attempts = 3;
+  NewController();
+  std::string id = Online();
+  rt_.FailCreates(100, absl::UnavailableError("no space left on device"));
+  for (int i = 0; i < 10; ++i) {
+    c_->DrainQueueForTest();
+    clock_.Advance(seconds(120));
+  }
+  auto rec = api_.Record(id);
+  EXPECT_EQ(rec.status(), ANALYSIS_STATUS_FAILED);
+  EXPECT_TRUE(absl::StrContains(rec.error_message(), "after 3 attempts")) << rec.error_message();
+  EXPECT_TRUE(absl::StrContains(rec.error_message(), "no space left on device")) << rec.error_message();
+}
+
+TEST_F(ControllerTest, CancelPendingRunningAndFinished) {
+  config_.online_concurrency = 1;
+  NewController();
+  std::string running = Online(), pending = Online();
+  c_->DrainQueueForTest();
+  ASSERT_EQ(Status(running), ANALYSIS_STATUS_RUNNING);
+  ASSERT_EQ(Status(pending), ANALYSIS_STATUS_PENDING);
+  rt_.SetLogs(Pod(running), "partial\n");
+  ASSERT_TRUE(c_->CancelAnalysis(pending).ok());
+  EXPECT_EQ(Status(pending), ANALYSIS_STATUS_CANCELLED);
+  ASSERT_TRUE(c_->CancelAnalysis(running).ok());
+  EXPECT_EQ(Status(running), ANALYSIS_STATUS_CANCELLED);
+  EXPECT_FALSE(rt_.Exists(Pod(running)));
+  c_->DrainQueueForTest();
+  EXPECT_FALSE(rt_.Exists(Pod(pending))) << "a cancelled pending analysis never gets a Pod";
+  EXPECT_TRUE(c_->CancelAnalysis(running).ok()) << "idempotent";
+  EXPECT_EQ(Status(running), ANALYSIS_STATUS_CANCELLED);
+  std::string done = Online();
+  c_->DrainQueueForTest();
+  rt_.SetPhase(Pod(done), PodPhase::kSucceeded);
+  c_->DrainQueueForTest();
+  EXPECT_TRUE(c_->CancelAnalysis(done).ok());
+  EXPECT_EQ(Status(done), ANALYSIS_STATUS_SUCCEEDED) << "cancelling a finished one is a no-op";
+  EXPECT_EQ(c_->CancelAnalysis("nope").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ControllerTest, DeleteWithAndWithoutPurge) {
+  std::string a = Online(), b = Online();
+  c_->DrainQueueForTest();
+  store_.Set("analysis/e1/" + a + "/output.log", "x");
+  store_.Set("analysis/e1/" + b + "/output.log", "y");
+  ASSERT_TRUE(c_->DeleteAnalysis(a, false).ok());
+  ASSERT_TRUE(c_->DeleteAnalysis(b, true).ok());
+  EXPECT_FALSE(rt_.Exists(Pod(a)));
+  EXPECT_EQ(api_.GetAnalysisRecord(a).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store_.Has("analysis/e1/" + a + "/output.log"));
+  EXPECT_FALSE(store_.Has("analysis/e1/" + b + "/output.log"));
+  EXPECT_TRUE(c_->DeleteAnalysis(a, true).ok()) << "idempotent";
+}
+
+TEST_F(ControllerTest, ValidationSaysWhatToFix) {
+  analyzerv1::CreateAnalysisRequest req;
+  req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
+  req.set_command("x");
+  EXPECT_TRUE(absl::StrContains(std::string(c_->CreateAnalysis(req).status().message()), "exp_id"));
+  req.set_exp_id("e1");
+  req.set_command("");
+  EXPECT_TRUE(absl::StrContains(std::string(c_->CreateAnalysis(req).status().message()), "plugin_name"));
+  req.set_plugin_name("nope");
+  auto s = c_->CreateAnalysis(req).status();
+  EXPECT_TRUE(absl::StrContains(std::string(s.message()), "file-stats")) << s;
+  req.set_plugin_name("");
+  req.set_command("python3 x.py");
+  req.set_script_content(std::string(kMaxScriptBytes + 1, 'x'));
+  EXPECT_EQ(c_->CreateAnalysis(req).status().code(), absl::StatusCode::kResourceExhausted);
+  req.set_script_content("print(1)");
+  req.mutable_resource_override()->set_memory_limit("lots");
+  s = c_->CreateAnalysis(req).status();
+  EXPECT_TRUE(absl::StrContains(std::string(s.message()), "memory_limit")) << s;
+  req.mutable_resource_override()->set_memory_limit("2Gi");
+  req.set_exp_id("missing");
+  EXPECT_EQ(c_->CreateAnalysis(req).status().code(), absl::StatusCode::kNotFound);
+  req.set_exp_id("e1");
+  req.set_script_name("x.py");
+  auto id = c_->CreateAnalysis(req);
+  ASSERT_TRUE(id.ok()) << id.status();
+  c_->DrainQueueForTest();
+  EXPECT_EQ(rt_.Spec(Pod(*id)).resources.memory_limit, "2Gi") << "the override reaches the Pod";
+  EXPECT_EQ(store_.Value("analysis/e1/" + *id + "/script/x.py"), "print(1)") << "the script is staged";
+}
+
+TEST_F(ControllerTest, StandbyAnswersUnavailable) {
+  Controller standby(config_, ControllerDeps{&api_, &rt_, &store_, &elector_, catalog_.get(), &clock_,
+                                             &random_, &metrics_});
+  auto s = standby.CreateAnalysis({});
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(absl::StrContains(std::string(s.status().message()), "not the leader"));
+  EXPECT_EQ(standby.ListPlugins().status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(standby.Ready().ok());
+}
+
+TEST_F(ControllerTest, OfflinePollerCreatesOncePerArtifactAndSkipsUnknownTypes) {
+  api_.AddArtifact("e1", "mystery", "file:///data/m.bin");
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(c_->PollOnce().ok());
+    c_->DrainQueueForTest();
+  }
+  auto all = api_.AllRecords();
+  ASSERT_EQ(all.size(), 1u) << "one offline analysis, no duplicates, none for the unknown type";
+  EXPECT_EQ(all[0].analysis_type(), api::v1::ANALYSIS_TYPE_OFFLINE);
+  EXPECT_EQ(all[0].plugin_name(), "file-stats");
+  EXPECT_EQ(all[0].status(), ANALYSIS_STATUS_RUNNING);
+  const auto& args = rt_.Spec(Pod(all[0].analysis_id())).args;
+  EXPECT_NE(std::find(args.begin(), args.end(), "--input=file:///data/a.txt"), args.end());
+}
+
+TEST_F(ControllerTest, MutatingCallsCarryTheEpochAndAnOlderLeaderIsFenced) {
+  std::string id = Online();
+  EXPECT_EQ(api_.max_epoch(), epoch_);
+  // A newer leader wrote; this (older) controller's writes are refused and it does not move the record.
+  api_.SetLeaseEpoch(epoch_ + 5);
+  ASSERT_TRUE(api_.UpdateAnalysisRecord(id, api_.Record(id), {"name"}).ok());
+  api_.SetLeaseEpoch(epoch_);
+  c_->DrainQueueForTest();
+  EXPECT_EQ(Status(id), ANALYSIS_STATUS_PENDING);
+}
+
+TEST_F(ControllerTest, MetricsExposeQueuesStatusesAndLatency) {
+  std::string id = Online();
+  c_->DrainQueueForTest();
+  rt_.SetPhase(Pod(id), PodPhase::kSucceeded);
+  c_->DrainQueueForTest();
+  std::string m = metrics_.RenderPrometheus();
+  EXPECT_TRUE(absl::StrContains(m, "falcon_controller_analyses_finished_total{status=\"succeeded\"} 1")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "falcon_controller_running{queue=\"online\"} 0")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "falcon_controller_leader 1")) << m;
+  EXPECT_TRUE(absl::StrContains(m, "falcon_controller_reconcile_duration_seconds_count")) << m;
+}
+
+}  // namespace
+}  // namespace falcon::controller

@@ -1,0 +1,117 @@
+#include "controller/pod_builder.h"
+
+#include "absl/strings/str_cat.h"
+#include "common/ids.h"
+#include "common/quantity.h"
+#include "common/status.h"
+
+namespace falcon::controller {
+
+runtime::ResourceSpec MergeResources(const api::v1::Plugin* plugin,
+                                     const std::optional<api::v1::Resources>& o,
+                                     const runtime::ResourceSpec& d) {
+  runtime::ResourceSpec r;
+  if (plugin != nullptr) {
+    const auto& p = plugin->default_resources();
+    r = {p.cpu_request(), p.cpu_limit(), p.memory_request(), p.memory_limit()};
+  }
+  if (o.has_value()) {
+    if (!o->cpu_request().empty()) r.cpu_request = o->cpu_request();
+    if (!o->cpu_limit().empty()) r.cpu_limit = o->cpu_limit();
+    if (!o->memory_request().empty()) r.memory_request = o->memory_request();
+    if (!o->memory_limit().empty()) r.memory_limit = o->memory_limit();
+  }
+  if (r.cpu_request.empty()) r.cpu_request = d.cpu_request;
+  if (r.cpu_limit.empty()) r.cpu_limit = d.cpu_limit;
+  if (r.memory_request.empty()) r.memory_request = d.memory_request;
+  if (r.memory_limit.empty()) r.memory_limit = d.memory_limit;
+  return r;
+}
+
+absl::Status ValidateResources(const api::v1::Resources& r) {
+  auto cpu = [](const std::string& field, const std::string& v) -> absl::StatusOr<int64_t> {
+    if (v.empty()) return -1;
+    auto m = ParseCpuMillis(v);
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("resource_override.", field, ": ",
+                                                     std::string(m.status().message())));
+    }
+    if (*m <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("resource_override.", field, " must be greater than 0, got '", v, "'"));
+    }
+    return *m;
+  };
+  auto mem = [](const std::string& field, const std::string& v) -> absl::StatusOr<int64_t> {
+    if (v.empty()) return -1;
+    auto m = ParseMemoryBytes(v);
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("resource_override.", field, ": ",
+                                                     std::string(m.status().message())));
+    }
+    if (*m <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("resource_override.", field, " must be greater than 0, got '", v, "'"));
+    }
+    return *m;
+  };
+  FALCON_ASSIGN_OR_RETURN(int64_t cpu_req, cpu("cpu_request", r.cpu_request()));
+  FALCON_ASSIGN_OR_RETURN(int64_t cpu_lim, cpu("cpu_limit", r.cpu_limit()));
+  FALCON_ASSIGN_OR_RETURN(int64_t mem_req, mem("memory_request", r.memory_request()));
+  FALCON_ASSIGN_OR_RETURN(int64_t mem_lim, mem("memory_limit", r.memory_limit()));
+  if (cpu_req > 0 && cpu_lim > 0 && cpu_req > cpu_lim) {
+    return absl::InvalidArgumentError(absl::StrCat("resource_override.cpu_request (", r.cpu_request(),
+                                                   ") must not exceed cpu_limit (", r.cpu_limit(), ")"));
+  }
+  if (mem_req > 0 && mem_lim > 0 && mem_req > mem_lim) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("resource_override.memory_request (", r.memory_request(),
+                     ") must not exceed memory_limit (", r.memory_limit(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+std::string ScriptKey(const api::v1::AnalysisRecord& record) {
+  std::string name = record.script_name().empty() ? "script" : record.script_name();
+  return AnalysisPrefix(record.exp_id(), record.analysis_id()) + "script/" + name;
+}
+
+std::string CommandFor(const api::v1::AnalysisRecord& record, const api::v1::Plugin* plugin) {
+  if (!record.command().empty()) return record.command();
+  if (plugin != nullptr) return plugin->command();
+  return "";
+}
+
+runtime::PodSpec BuildPodSpec(const api::v1::AnalysisRecord& record, const api::v1::Plugin* plugin,
+                              const std::optional<api::v1::Resources>& override_resources,
+                              const PodInputs& inputs, const ControllerConfig& config) {
+  runtime::PodSpec spec;
+  spec.name = PodNameForAnalysis(record.analysis_id());
+  const bool offline = record.analysis_type() == api::v1::ANALYSIS_TYPE_OFFLINE;
+  spec.labels = {{runtime::kAnalysisIdLabel, record.analysis_id()},
+                 {runtime::kExpIdLabel, record.exp_id()},
+                 {runtime::kAnalysisTypeLabel, offline ? "offline" : "online"},
+                 {runtime::kManagedByLabel, runtime::kManagedByValue}};
+  if (!record.plugin_name().empty()) spec.annotations["falcon.dev/plugin"] = record.plugin_name();
+  spec.args = {config.runner,
+               "--object-store=" + inputs.object_store_url,
+               "--exp-id=" + record.exp_id(),
+               "--analysis-id=" + record.analysis_id()};
+  if (!record.plugin_name().empty()) spec.args.push_back("--plugin=" + record.plugin_name());
+  spec.args.push_back("--command=" + CommandFor(record, plugin));
+  for (const auto& uri : inputs.input_uris) spec.args.push_back("--input=" + uri);
+  if (!inputs.script_key.empty()) {
+    spec.args.push_back("--script-key=" + inputs.script_key);
+    spec.args.push_back("--script-name=" + inputs.script_name);
+  }
+  spec.args.push_back("--result-prefix=" + AnalysisPrefix(record.exp_id(), record.analysis_id()));
+  spec.args.push_back("--log-upload-interval=" + std::to_string(config.log_upload_interval_seconds));
+  spec.env = {{"FALCON_EXP_ID", record.exp_id()}, {"FALCON_ANALYSIS_ID", record.analysis_id()}};
+  spec.resources = MergeResources(plugin, override_resources, config.default_resources);
+  spec.active_deadline_seconds =
+      (plugin != nullptr && plugin->timeout_seconds() > 0) ? plugin->timeout_seconds()
+                                                           : config.default_timeout_seconds;
+  return spec;
+}
+
+}  // namespace falcon::controller

@@ -1,0 +1,43 @@
+// Builds the PodSpec of an analysis per the Pod contract in docs/architecture.md. Pure functions;
+// thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "controller/config.h"
+#include "falcon/api/v1/types.pb.h"
+#include "runtime/pod_runtime.h"
+
+namespace falcon::controller {
+
+struct PodInputs {
+  std::string object_store_url;          // --object-store
+  std::vector<std::string> input_uris;   // --input, in order
+  std::string script_key;                // empty: no script
+  std::string script_name;
+};
+
+// Resources: the plugin's defaults, then the override's non-empty fields, then the deployment default for
+// whatever is still unset.
+runtime::ResourceSpec MergeResources(const api::v1::Plugin* plugin,
+                                     const std::optional<api::v1::Resources>& override_resources,
+                                     const runtime::ResourceSpec& deployment_default);
+
+// INVALID_ARGUMENT naming the field and the accepted forms when a quantity does not parse, or a request
+// exceeds its limit.
+absl::Status ValidateResources(const api::v1::Resources& r);
+
+// The key of the staged script: analysis/{exp}/{id}/script/{script_name}.
+std::string ScriptKey(const api::v1::AnalysisRecord& record);
+
+// The command the runner runs: the record's command, else the plugin's catalog command.
+std::string CommandFor(const api::v1::AnalysisRecord& record, const api::v1::Plugin* plugin);
+
+runtime::PodSpec BuildPodSpec(const api::v1::AnalysisRecord& record, const api::v1::Plugin* plugin,
+                              const std::optional<api::v1::Resources>& override_resources,
+                              const PodInputs& inputs, const ControllerConfig& config);
+
+}  // namespace falcon::controller

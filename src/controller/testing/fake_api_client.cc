@@ -1,0 +1,202 @@
+#include "controller/testing/fake_api_client.h"
+
+#include <cstdio>
+#include <set>
+
+namespace falcon::controller::testing {
+
+void FakeApiClient::AddExp(const std::string& exp_id, bool completed) {
+  std::lock_guard<std::mutex> l(mu_);
+  apiv1::Exp e;
+  e.set_exp_id(exp_id);
+  e.set_name(exp_id);
+  e.set_status(completed ? apiv1::EXP_STATUS_COMPLETED : apiv1::EXP_STATUS_RUNNING);
+  exps_[exp_id] = e;
+}
+
+std::string FakeApiClient::AddArtifact(const std::string& exp_id, const std::string& type,
+                                       const std::string& uri) {
+  std::lock_guard<std::mutex> l(mu_);
+  apiv1::Artifact a;
+  a.set_artifact_id("art-" + std::to_string(artifacts_.size() + 1));
+  a.set_exp_id(exp_id);
+  a.set_artifact_type(type);
+  a.set_uri(uri);
+  artifacts_.push_back(a);
+  return a.artifact_id();
+}
+
+void FakeApiClient::FailNext(int n, absl::Status status) {
+  std::lock_guard<std::mutex> l(mu_);
+  fail_next_ = n;
+  fail_status_ = status;
+}
+
+apiv1::AnalysisRecord FakeApiClient::Record(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = records_.find(id);
+  return it == records_.end() ? apiv1::AnalysisRecord() : it->second;
+}
+
+std::vector<apiv1::AnalysisRecord> FakeApiClient::AllRecords() {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<apiv1::AnalysisRecord> out;
+  for (const auto& [id, r] : records_) out.push_back(r);
+  return out;
+}
+
+void FakeApiClient::ForceStatus(const std::string& id, apiv1::AnalysisStatus s) {
+  std::lock_guard<std::mutex> l(mu_);
+  records_[id].set_status(s);
+}
+
+int64_t FakeApiClient::max_epoch() {
+  std::lock_guard<std::mutex> l(mu_);
+  return max_epoch_;
+}
+
+int FakeApiClient::calls(const std::string& method) {
+  std::lock_guard<std::mutex> l(mu_);
+  return calls_[method];
+}
+
+void FakeApiClient::SetLeaseEpoch(int64_t epoch) {
+  std::lock_guard<std::mutex> l(mu_);
+  epoch_ = epoch;
+}
+
+absl::Status FakeApiClient::Enter(const std::string& method, bool mutating) {
+  ++calls_[method];
+  if (fail_next_ > 0) {
+    --fail_next_;
+    return fail_status_;
+  }
+  if (mutating && epoch_ > 0) {
+    if (epoch_ < max_epoch_) {
+      return absl::FailedPreconditionError("lease epoch " + std::to_string(epoch_) +
+                                           " is older than " + std::to_string(max_epoch_));
+    }
+    max_epoch_ = epoch_;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<apiv1::ExpAwaiting>> FakeApiClient::ListExpsAwaitingAnalysis(int limit) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto s = Enter("ListExpsAwaitingAnalysis", false); !s.ok()) return s;
+  std::set<std::pair<std::string, std::string>> done;
+  for (const auto& [id, r] : records_) {
+    if (r.analysis_type() == apiv1::ANALYSIS_TYPE_OFFLINE) done.insert({r.exp_id(), r.artifact_id()});
+  }
+  std::vector<apiv1::ExpAwaiting> out;
+  for (const auto& a : artifacts_) {
+    auto e = exps_.find(a.exp_id());
+    if (e == exps_.end() || e->second.status() != apiv1::EXP_STATUS_COMPLETED) continue;
+    if (done.count({a.exp_id(), a.artifact_id()})) continue;
+    apiv1::ExpAwaiting item;
+    *item.mutable_exp() = e->second;
+    *item.mutable_artifact() = a;
+    out.push_back(item);
+    if (static_cast<int>(out.size()) >= limit) break;
+  }
+  return out;
+}
+
+absl::StatusOr<apiv1::AnalysisRecord> FakeApiClient::CreateAnalysisRecord(const apiv1::AnalysisRecord& r) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto s = Enter("CreateAnalysisRecord", true); !s.ok()) return s;
+  if (!exps_.count(r.exp_id())) return absl::NotFoundError("exp " + r.exp_id() + " not found");
+  if (r.analysis_type() == apiv1::ANALYSIS_TYPE_OFFLINE) {
+    for (const auto& [id, o] : records_) {
+      if (o.analysis_type() == apiv1::ANALYSIS_TYPE_OFFLINE && o.exp_id() == r.exp_id() &&
+          o.artifact_id() == r.artifact_id()) {
+        return absl::AlreadyExistsError("an offline analysis of this artifact exists: " + id);
+      }
+    }
+  }
+  apiv1::AnalysisRecord rec = r;
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "a-%06d", next_id_++);
+  rec.set_analysis_id(buf);
+  rec.set_status(apiv1::ANALYSIS_STATUS_PENDING);
+  records_[buf] = rec;
+  return rec;
+}
+
+absl::StatusOr<apiv1::AnalysisRecord> FakeApiClient::GetAnalysisRecord(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto s = Enter("GetAnalysisRecord", false); !s.ok()) return s;
+  auto it = records_.find(id);
+  if (it == records_.end()) return absl::NotFoundError("analysis " + id + " not found");
+  return it->second;
+}
+
+absl::StatusOr<apiv1::AnalysisRecord> FakeApiClient::UpdateAnalysisRecord(
+    const std::string& id, const apiv1::AnalysisRecord& record, const std::vector<std::string>& paths) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto s = Enter("UpdateAnalysisRecord", true); !s.ok()) return s;
+  auto it = records_.find(id);
+  if (it == records_.end()) return absl::NotFoundError("analysis " + id + " not found");
+  apiv1::AnalysisRecord& r = it->second;
+  for (const auto& p : paths) {
+    if (p != "name" && p != "status" && p != "error_message" && p != "result_gcs_path") {
+      return absl::InvalidArgumentError("unknown update_mask path " + p);
+    }
+  }
+  for (const auto& p : paths) {
+    if (p == "status" && record.status() != r.status()) {
+      if (IsTerminal(r.status())) {
+        return absl::FailedPreconditionError("analysis " + id + " is terminal");
+      }
+      if (r.status() == apiv1::ANALYSIS_STATUS_RUNNING &&
+          record.status() == apiv1::ANALYSIS_STATUS_PENDING) {
+        return absl::FailedPreconditionError("running -> pending is not allowed");
+      }
+      if (r.status() == apiv1::ANALYSIS_STATUS_PENDING &&
+          record.status() == apiv1::ANALYSIS_STATUS_SUCCEEDED) {
+        return absl::FailedPreconditionError("pending -> succeeded is not allowed");
+      }
+    }
+  }
+  for (const auto& p : paths) {
+    if (p == "name") r.set_name(record.name());
+    if (p == "status") r.set_status(record.status());
+    if (p == "error_message") r.set_error_message(record.error_message());
+    if (p == "result_gcs_path") r.set_result_gcs_path(record.result_gcs_path());
+  }
+  return r;
+}
+
+absl::Status FakeApiClient::DeleteAnalysisRecord(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto s = Enter("DeleteAnalysisRecord", true); !s.ok()) return s;
+  if (!records_.erase(id)) return absl::NotFoundError("analysis " + id + " not found");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<apiv1::AnalysisRecord>> FakeApiClient::ListRunningAnalyses() {
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto s = Enter("ListRunningAnalyses", false); !s.ok()) return s;
+  std::vector<apiv1::AnalysisRecord> out;
+  for (const auto& [id, r] : records_) {
+    if (!IsTerminal(r.status())) out.push_back(r);
+  }
+  return out;
+}
+
+absl::StatusOr<apiv1::GetExpResponse> FakeApiClient::GetExp(const std::string& exp_id) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto s = Enter("GetExp", false); !s.ok()) return s;
+  auto e = exps_.find(exp_id);
+  if (e == exps_.end()) return absl::NotFoundError("exp " + exp_id + " not found");
+  apiv1::GetExpResponse resp;
+  *resp.mutable_exp() = e->second;
+  for (const auto& a : artifacts_) {
+    if (a.exp_id() == exp_id) *resp.add_artifacts() = a;
+  }
+  return resp;
+}
+
+absl::Status FakeApiClient::Ping() { return absl::OkStatus(); }
+
+}  // namespace falcon::controller::testing
