@@ -25,8 +25,7 @@
 namespace {
 
 int Fail(const std::string& what) {
-  spdlog::error("{}", what);
-  std::cerr << "falcon-apiserver: " << what << "\n";
+  spdlog::error("{}", what);  // on stderr
   return 1;
 }
 
@@ -60,6 +59,9 @@ int main(int argc, char** argv) {
   app.add_option("--object-store", object_store,
                  "object store URL for results: file:///DIR or gs://BUCKET (default: file:///<db dir>/objects)")
       ->envname("FALCON_OBJECT_STORE");
+  bool create_bucket = false;
+  app.add_flag("--create-bucket", create_bucket, "gs:// only: create the bucket if it does not exist")
+      ->envname("FALCON_CREATE_BUCKET");
   app.add_option("--log-level", log_level, "trace|debug|info|warn|error")
       ->envname("FALCON_LOG_LEVEL")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}))
@@ -109,7 +111,7 @@ int main(int argc, char** argv) {
   auto store = falcon::store::OpenStore(db_url);
   if (!store.ok()) return Fail("--db=" + falcon::apiserver::RedactUrl(db_url) + ": " +
                                std::string(store.status().message()));
-  auto objects = falcon::objstore::OpenObjectStore(object_store);
+  auto objects = falcon::objstore::OpenObjectStore(object_store, {.create_bucket = create_bucket});
   if (!objects.ok()) {
     return Fail("--object-store=" + object_store + ": " + std::string(objects.status().message()));
   }
