@@ -33,7 +33,7 @@ struct ExpAwaitingRow {
 struct ListAnalysesQuery {
   std::string exp_id;                     // empty: any
   std::vector<AnalysisStatus> statuses;   // empty: any
-  int page_size = 50;                     // 1..1000
+  int page_size = 50;                     // 1..1000; 0: 50; above 1000: 1000; negative: INVALID_ARGUMENT
   std::string page_token;                 // opaque, from a previous page; empty: first page
 };
 
@@ -67,9 +67,11 @@ class Store {
   virtual absl::StatusOr<ExpPage> ListExps(const ListExpsQuery& q) = 0;
   // Inserts artifact (artifact_id and created_at set by the caller). NOT_FOUND if the Exp is unknown.
   virtual absl::Status CreateArtifact(const Artifact& artifact) = 0;
+  // Oldest first. NOT_FOUND if the Exp is unknown.
   virtual absl::StatusOr<std::vector<Artifact>> ListArtifacts(const std::string& exp_id) = 0;
   // (Exp, Artifact) pairs: Exp COMPLETED, artifact without an offline analysis record; oldest artifact
-  // first (artifacts.created_at, artifact_id). Index-backed.
+  // first (artifacts.created_at, artifact_id). Index-backed. limit > 0 (capped at 1000), else
+  // INVALID_ARGUMENT.
   virtual absl::StatusOr<std::vector<ExpAwaitingRow>> ListExpsAwaitingAnalysis(int limit) = 0;
 
   // --- Analysis records ---
@@ -80,7 +82,8 @@ class Store {
   virtual absl::StatusOr<AnalysisRecord> GetAnalysisRecord(const std::string& analysis_id) = 0;
   virtual absl::StatusOr<AnalysisPage> ListAnalysisRecords(const ListAnalysesQuery& q) = 0;
   // Copies the fields named in `paths` from `update` and sets updated_at = now, atomically:
-  // - paths may be "name", "status", "error_message", "result_gcs_path"; anything else INVALID_ARGUMENT;
+  // - paths may be "name", "status", "error_message", "result_gcs_path"; anything else (or no path at
+  //   all) INVALID_ARGUMENT;
   // - a terminal record never changes, and a status change must be a legal transition
   //   (pending->running|failed|cancelled, running->succeeded|failed|cancelled, same status for
   //   non-terminal): otherwise FAILED_PRECONDITION. The check is a conditional UPDATE in the database.
