@@ -93,14 +93,16 @@ std::string Fingerprint(const PodStatus& p) {
                       p.finished_at ? p.finished_at->time_since_epoch().count() : 0);
 }
 
-class PollingWatch : public WatchHandle {
+}  // namespace
+
+class LocalWatch : public WatchHandle {
  public:
-  PollingWatch(LocalRuntime* rt, LabelSelector sel, std::function<void(const PodEvent&)> cb,
+  LocalWatch(LocalRuntime* rt, LabelSelector sel, std::function<void(const PodEvent&)> cb,
                int interval_ms)
       : rt_(rt), sel_(std::move(sel)), cb_(std::move(cb)), interval_(interval_ms) {
     thread_ = std::thread([this] { Loop(); });
   }
-  ~PollingWatch() override {
+  ~LocalWatch() override {
     {
       std::lock_guard<std::mutex> l(mu_);
       stop_ = true;
@@ -113,7 +115,7 @@ class PollingWatch : public WatchHandle {
   void Loop() {
     std::map<std::string, std::pair<std::string, PodStatus>> known;  // name -> (fingerprint, last)
     for (;;) {
-      auto pods = rt_->List(sel_);
+      absl::StatusOr<std::vector<PodStatus>> pods = rt_->ListCached(sel_, &cache_);
       if (pods.ok()) {
         std::map<std::string, bool> seen;
         for (auto& p : *pods) {
@@ -158,10 +160,46 @@ class PollingWatch : public WatchHandle {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  std::map<std::string, LocalRuntime::CachedPod> cache_;  // watch thread only
   std::thread thread_;
 };
 
-}  // namespace
+std::vector<PodStatus> LocalRuntime::ListCached(const LabelSelector& selector,
+                                                std::map<std::string, CachedPod>* cache) {
+  std::vector<PodStatus> out;
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(PodsDir(), ec), end; !ec && it != end; it.increment(ec)) {
+    std::string n = it->path().filename().string();
+    if (!n.empty() && n[0] != '.') names.push_back(n);
+  }
+  std::sort(names.begin(), names.end());
+  std::map<std::string, CachedPod> next;
+  for (const auto& n : names) {
+    fs::path dir = PodsDir() / n;
+    struct stat st;
+    if (::stat((dir / local::kStatusFile).c_str(), &st) != 0) continue;
+    CachedPod key;
+    key.ino = st.st_ino;
+    key.size = static_cast<uint64_t>(st.st_size);
+    key.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    key.deleting = ::access((dir / local::kDeletingFile).c_str(), F_OK) == 0;
+    auto it = cache->find(n);
+    if (it != cache->end() && it->second.ino == key.ino && it->second.size == key.size &&
+        it->second.mtime_ns == key.mtime_ns && it->second.deleting == key.deleting &&
+        local::IsTerminal(it->second.pod.phase)) {
+      key.pod = it->second.pod;
+    } else {
+      auto p = Get(n);
+      if (!p.ok()) continue;
+      key.pod = std::move(*p);
+    }
+    if (Matches(selector, key.pod.labels)) out.push_back(key.pod);
+    next[n] = std::move(key);
+  }
+  *cache = std::move(next);
+  return out;
+}
 
 LocalRuntime::LocalRuntime(fs::path state_dir, fs::path bin_dir, LocalRuntimeOptions options)
     : state_dir_(fs::absolute(state_dir).lexically_normal()),
@@ -453,7 +491,7 @@ absl::StatusOr<std::vector<PodStatus>> LocalRuntime::List(const LabelSelector& s
 
 std::unique_ptr<WatchHandle> LocalRuntime::Watch(const LabelSelector& selector,
                                                  std::function<void(const PodEvent&)> on_event) {
-  return std::make_unique<PollingWatch>(this, selector, std::move(on_event), options_.watch_interval_ms);
+  return std::make_unique<LocalWatch>(this, selector, std::move(on_event), options_.watch_interval_ms);
 }
 
 absl::StatusOr<std::string> LocalRuntime::ReadLogs(const std::string& name, int64_t offset) {
@@ -481,15 +519,20 @@ absl::Status LocalRuntime::Delete(const std::string& name, int grace_seconds) {
   absl::Status s = local::WriteFileAtomic(dir / local::kDeletingFile, absl::StrCat(grace_seconds, "\n"));
   if (absl::IsNotFound(s)) return absl::NotFoundError(absl::StrCat("Pod '", name, "' not found"));
   FALCON_RETURN_IF_ERROR(s);
-  if (local::SupervisorAlive(dir) && rec.supervisor_pid > 0) {
-    ::kill(rec.supervisor_pid, SIGTERM);  // it kills the tree with the grace and removes the folder
+  // Read the status again now that the marker exists: a supervisor that has not recorded an end yet will
+  // see the marker after it does (it checks after recording), so it owns the cleanup.
+  if (auto latest = local::ReadSmallFile(dir / local::kStatusFile); latest.ok()) {
+    if (auto r = local::DecodeStatus(*latest); r.ok()) rec = *r;
   }
-  // If the supervisor is gone (or finishing right now), clean up here.
-  for (int i = 0; i < 30; ++i) {
+  if (local::SupervisorAlive(dir)) {
+    if (rec.supervisor_pid > 0) ::kill(rec.supervisor_pid, SIGTERM);  // wakes it: it reads the marker
+    if (!local::IsTerminal(rec.pod.phase)) return absl::OkStatus();
+  }
+  // The supervisor is gone, or finishing right now: wait (bounded) for its lock, then clean up here.
+  for (int i = 0; i < 100; ++i) {
     if (!fs::exists(dir)) return absl::OkStatus();
     if (!local::SupervisorAlive(dir)) {
-      auto latest = local::ReadSmallFile(dir / local::kStatusFile);
-      if (latest.ok()) {
+      if (auto latest = local::ReadSmallFile(dir / local::kStatusFile); latest.ok()) {
         if (auto r = local::DecodeStatus(*latest); r.ok()) rec = *r;
       }
       local::SignalSession(rec.pid, rec.pid_start_ticks, SIGKILL);

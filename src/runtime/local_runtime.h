@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -87,6 +88,16 @@ class LocalRuntime : public PodRuntime {
   absl::Status WaitGone(const std::string& name, std::chrono::milliseconds timeout);
 
  private:
+  friend class LocalWatch;
+  // What a rescan remembers of a Pod so that an unchanged, finished Pod is not read again.
+  struct CachedPod {
+    uint64_t ino = 0, size = 0;
+    int64_t mtime_ns = 0;
+    bool deleting = false;
+    PodStatus pod;
+  };
+  // List() for a watcher: re-reads only Pods whose status file changed or that are not finished.
+  std::vector<PodStatus> ListCached(const LabelSelector& selector, std::map<std::string, CachedPod>* cache);
   std::filesystem::path PodsDir() const { return state_dir_ / "pods"; }
   Time Now();
   // The isolation flags for falcon-runner, decided once.

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <thread>
@@ -287,6 +288,41 @@ TEST_F(LocalRuntimeTest, WatchDeliversAddedModifiedDeleted) {
   std::lock_guard<std::mutex> l(mu);
   EXPECT_EQ(events.front().first, PodEvent::Type::kAdded);
   for (auto& [type, pod] : events) EXPECT_EQ(pod.name, "watched");
+}
+
+TEST_F(LocalRuntimeTest, ManyPodsFromManyThreads) {
+  std::mutex mu;
+  std::map<std::string, PodPhase> seen;
+  auto handle = rt_->Watch({{kManagedByLabel, kManagedByValue}}, [&](const PodEvent& e) {
+    std::lock_guard<std::mutex> l(mu);
+    seen[e.pod.name] = e.pod.phase;
+  });
+  constexpr int kThreads = 4, kPerThread = 10;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        if (!rt_->Create(ShellPod(absl::StrCat("many-", t, "-", i), "echo hi")).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_TRUE(WaitFor(
+      [&] {
+        std::lock_guard<std::mutex> l(mu);
+        if (seen.size() != kThreads * kPerThread) return false;
+        for (auto& [n, ph] : seen) {
+          if (ph != PodPhase::kSucceeded) return false;
+        }
+        return true;
+      },
+      60s))
+      << "not every Pod was seen Succeeded by the watch";
+  auto all = rt_->List({{kManagedByLabel, kManagedByValue}});
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->size(), static_cast<size_t>(kThreads * kPerThread));
 }
 
 // A real Pod: falcon-runner staging from a local store and running a command (and a plugin).
