@@ -62,7 +62,7 @@ run_wrk() {
   local label="$1"; shift
   local out
   out="$(wrk -t"$wrk_threads" -c"$connections" -d"${duration}s" --latency "$@")"
-  echo "$out" >"$work/wrk-$label.txt"
+  echo "$out" >"$work/wrk-${label//[^A-Za-z0-9]/_}.txt"
   local rps p50 p99 bad
   rps="$(awk '/^Requests\/sec/ {print $2}' <<<"$out")"
   p50="$(awk '$1=="50%" {print $2}' <<<"$out")"

@@ -3,8 +3,11 @@
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -166,13 +169,33 @@ HttpServer::HttpServer(store::Store& store, objstore::ObjectStore* objects, Cont
       server_(std::make_unique<httplib::Server>()) {
   int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  server_->set_payload_max_length(options_.max_body_bytes);
+  // Uploads (PUT .../files/...) may be up to max_upload_bytes; every other body is held to max_body_bytes
+  // by the pre-routing handler below, before it is read.
+  server_->set_payload_max_length(std::max(options_.max_body_bytes, options_.max_upload_bytes));
   server_->set_keep_alive_max_count(1000);
   server_->set_keep_alive_timeout(5);
-  server_->set_pre_routing_handler([](const Request&, Response&) {
+  // cpp-httplib writes headers and body separately; without TCP_NODELAY, Nagle's algorithm and delayed
+  // ACKs add ~40 ms to every keep-alive response (measured with bench/apiserver_bench.sh).
+  server_->set_tcp_nodelay(true);
+  server_->set_pre_routing_handler([this](const Request& req, Response& res) {
     tl_request.started = true;
     tl_request.start = std::chrono::steady_clock::now();
     tl_request.route = nullptr;
+    bool upload = req.method == "PUT" && req.path.rfind("/v1/exps/", 0) == 0 &&
+                  req.path.find("/files/") != std::string::npos;
+    if (!upload && req.has_header("Content-Length")) {
+      unsigned long long len = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
+      if (len > options_.max_body_bytes) {
+        WriteError(res, absl::ResourceExhaustedError("the request body exceeds the limit of " +
+                                                     std::to_string(options_.max_body_bytes) + " bytes"));
+        res.set_header("Connection", "close");  // the unread body must not be parsed as a next request
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    } else if (!upload && req.get_header_value("Transfer-Encoding") == "chunked") {
+      WriteError(res, absl::InvalidArgumentError("send the request body with a Content-Length header"));
+      res.set_header("Connection", "close");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   server_->set_error_handler(httplib::Server::HandlerWithResponse([this](const Request& req,
@@ -361,6 +384,54 @@ void HttpServer::RegisterRoutes() {
           WriteJson(res, 201, ToJson(a));
           return absl::OkStatus();
         });
+
+  // PUT /v1/exps/{exp_id}/files/{name}: the body (any size up to max_upload_bytes) is streamed to a temp
+  // file and stored at exps/{exp_id}/files/{name}; the answer's uri is what `falcon exp add-artifact --file`
+  // then registers as the artifact.
+  server_->Put("/v1/exps/([^/]+)/files/(.+)", [this](const Request& req, Response& res,
+                                                     const httplib::ContentReader& reader) {
+    tl_request.route = "/v1/exps/{exp_id}/files/{name}";
+    absl::Status s = [&]() -> absl::Status {
+      const std::string exp_id = req.matches[1];
+      const std::string name = req.matches[2];
+      for (absl::string_view seg : absl::StrSplit(name, '/')) {
+        if (seg.empty() || seg == "." || seg == "..") {
+          return absl::InvalidArgumentError("file name \"" + name +
+                                            "\" must be a relative path without empty, '.' or '..' segments");
+        }
+      }
+      FALCON_RETURN_IF_ERROR(store_.GetExp(exp_id).status());
+      if (objects_ == nullptr) return absl::UnavailableError("no object store is configured (--object-store)");
+      std::error_code ec;
+      std::filesystem::path tmp =
+          std::filesystem::temp_directory_path(ec) / ("falcon-upload-" + NewUuidV7(clock_, random_));
+      int64_t size = 0;
+      bool write_ok = true;
+      {
+        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+        if (!out) return absl::InternalError("cannot create a temp file for the upload: " + tmp.string());
+        bool read_ok = reader([&](const char* data, size_t len) {
+          out.write(data, static_cast<std::streamsize>(len));
+          size += static_cast<int64_t>(len);
+          write_ok = static_cast<bool>(out);
+          return write_ok;
+        });
+        out.close();
+        if (!read_ok || !write_ok || !out) {
+          std::filesystem::remove(tmp, ec);
+          return write_ok ? absl::DataLossError("the upload of \"" + name + "\" was cut short; send it again")
+                          : absl::InternalError("writing the upload to " + tmp.string() + " failed (disk full?)");
+        }
+      }
+      const std::string key = "exps/" + exp_id + "/files/" + name;
+      absl::Status put = objects_->PutFile(key, tmp);
+      std::filesystem::remove(tmp, ec);
+      FALCON_RETURN_IF_ERROR(put);
+      WriteJson(res, 201, {{"uri", objects_->Uri(key)}, {"size_bytes", size}});
+      return absl::OkStatus();
+    }();
+    if (!s.ok()) WriteError(res, s);
+  });
 
   // --- analyses ---
   route("POST", "/v1/analyses", "/v1/analyses", [this](const Request& req, Response& res) -> absl::Status {
