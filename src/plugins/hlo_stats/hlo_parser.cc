@@ -173,8 +173,9 @@ class Parser {
   int LineAt(size_t pos) const {
     return static_cast<int>(std::upper_bound(newlines_.begin(), newlines_.end(), base_ + pos) -
                             newlines_.begin()) +
-           1;
+           first_line_;
   }
+  void SetFirstLine(int line) { first_line_ = line; }
   void SetBase(size_t base) { base_ = base; }
 
   absl::StatusOr<Module> ParseModule() {
@@ -516,6 +517,7 @@ class Parser {
   const std::vector<size_t>& newlines_;
   size_t base_ = 0;
   size_t p_ = 0;
+  int first_line_ = 1;
 };
 
 }  // namespace
@@ -587,7 +589,8 @@ absl::StatusOr<Shape> ParseShape(std::string_view& t) {
   return s;
 }
 
-std::vector<absl::StatusOr<Module>> ParseHloText(std::string_view text) {
+void ForEachHloModule(std::string_view text, const std::function<void(absl::StatusOr<Module>)>& fn,
+                      int first_line) {
   std::string clean = StripComments(text);
   std::vector<size_t> newlines;
   for (size_t i = 0; i < clean.size(); ++i) {
@@ -604,18 +607,23 @@ std::vector<absl::StatusOr<Module>> ParseHloText(std::string_view text) {
       line_start = i + 1;
     }
   }
-  std::vector<absl::StatusOr<Module>> out;
   std::string_view all(clean);
   if (starts.empty()) {
-    if (Trim(all).empty()) return out;
+    if (Trim(all).empty()) return;
     starts.push_back(0);
   }
   for (size_t k = 0; k < starts.size(); ++k) {
     size_t end = k + 1 < starts.size() ? starts[k + 1] : clean.size();
     Parser p(all.substr(starts[k], end - starts[k]), newlines);
     p.SetBase(starts[k]);
-    out.push_back(p.ParseModule());
+    p.SetFirstLine(first_line);
+    fn(p.ParseModule());
   }
+}
+
+std::vector<absl::StatusOr<Module>> ParseHloText(std::string_view text) {
+  std::vector<absl::StatusOr<Module>> out;
+  ForEachHloModule(text, [&](absl::StatusOr<Module> m) { out.push_back(std::move(m)); });
   return out;
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -65,5 +66,9 @@ absl::StatusOr<Shape> ParseShape(std::string_view& text);
 // Parses every module of a file. Each element is a module or the error of one module (INVALID_ARGUMENT
 // carrying the line, see InputError). A file with no "HloModule" header is parsed as one unnamed module.
 std::vector<absl::StatusOr<Module>> ParseHloText(std::string_view text);
+// The same, one module at a time (memory holds one parsed module), in file order.
+// `first_line` is the line number of text[0] in the file (for error and instruction line numbers).
+void ForEachHloModule(std::string_view text, const std::function<void(absl::StatusOr<Module>)>& fn,
+                      int first_line = 1);
 
 }  // namespace falcon::plugins::hlo

@@ -117,31 +117,100 @@ void WriteModule(const hlo::Module& m, const std::string& stage, JsonlWriter& ou
 
 }  // namespace
 
-absl::Status AnalyzeHloText(std::string_view text, const std::string& filename, JsonlWriter& out) {
-  auto modules = hlo::ParseHloText(text);
-  if (modules.empty()) return InputError("no HLO module found (empty file?)", 1, std::nullopt);
-  std::string stage = StageOf(filename);
-  int ok = 0;
+namespace {
+
+// Collects per-module outcomes across the chunks of one file.
+struct FileState {
+  std::string stage;
+  int ok = 0, seen = 0;
   absl::Status first_error;
-  for (auto& m : modules) {
-    if (!m.ok()) {
-      if (first_error.ok()) first_error = m.status();
-      Json e = out.Record("error");
-      if (auto line = ErrorLine(m.status())) e["line"] = *line;
-      e["code"] = absl::StatusCodeToString(m.status().code());
-      e["message"] = std::string(m.status().message());
-      out.Write(e);
-      continue;
-    }
-    WriteModule(*m, stage, out);
-    ++ok;
-  }
-  if (ok == 0) {
+};
+
+void AnalyzeChunk(std::string_view text, int first_line, FileState& st, JsonlWriter& out) {
+  hlo::ForEachHloModule(
+      text,
+      [&](absl::StatusOr<hlo::Module> m) {
+        ++st.seen;
+        if (!m.ok()) {
+          if (st.first_error.ok()) st.first_error = m.status();
+          Json e = out.Record("error");
+          if (auto line = ErrorLine(m.status())) e["line"] = *line;
+          e["code"] = absl::StatusCodeToString(m.status().code());
+          e["message"] = std::string(m.status().message());
+          out.Write(e);
+          return;
+        }
+        WriteModule(*m, st.stage, out);
+        ++st.ok;
+      },
+      first_line);
+}
+
+absl::Status Finish(const FileState& st) {
+  if (st.seen == 0) return InputError("no HLO module found (empty file?)", 1, std::nullopt);
+  if (st.ok == 0) {
     // The per-module error records are already written; signal failure without a duplicate record.
-    return AlreadyReported(
-        absl::Status(first_error.code(), absl::StrCat(first_error.message(), " (no module analysed)")));
+    return AlreadyReported(absl::Status(st.first_error.code(),
+                                        absl::StrCat(st.first_error.message(), " (no module analysed)")));
   }
   return absl::OkStatus();
+}
+
+bool StartsModule(std::string_view line) {
+  size_t i = 0;
+  while (i < line.size() && (line[i] == ' ' || line[i] == '\t')) ++i;
+  return line.substr(i, 9) == "HloModule";
+}
+
+}  // namespace
+
+absl::Status AnalyzeHloText(std::string_view text, const std::string& filename, JsonlWriter& out) {
+  FileState st;
+  st.stage = StageOf(filename);
+  AnalyzeChunk(text, 1, st, out);
+  return Finish(st);
+}
+
+absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
+  auto in = InputFile::Open(path);
+  if (!in.ok()) return in.status();
+  FileState st;
+  st.stage = StageOf(path);
+  std::string chunk;        // text of the current module (from its HloModule line)
+  int chunk_line = 1;       // file line of chunk[0]
+  int line_no = 0;          // lines seen so far
+  std::string pending;      // an incomplete last line of the read buffer
+  std::vector<char> buf(1 << 20);
+  auto take_line = [&](std::string_view line) {
+    ++line_no;
+    if (StartsModule(line) && !chunk.empty()) {
+      AnalyzeChunk(chunk, chunk_line, st, out);
+      chunk.clear();
+      chunk_line = line_no;
+    }
+    chunk.append(line);
+    chunk.push_back('\n');
+  };
+  for (;;) {
+    auto n = (*in)->Read(buf.data(), buf.size());
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;
+    std::string_view data(buf.data(), *n);
+    size_t pos = 0;
+    for (size_t nl; (nl = data.find('\n', pos)) != std::string_view::npos; pos = nl + 1) {
+      if (!pending.empty()) {
+        pending.append(data.substr(pos, nl - pos));
+        take_line(pending);
+        pending.clear();
+      } else {
+        take_line(data.substr(pos, nl - pos));
+      }
+    }
+    pending.append(data.substr(pos));
+  }
+  if (!pending.empty()) take_line(pending);
+  if (!chunk.empty()) AnalyzeChunk(chunk, chunk_line, st, out);
+  return Finish(st);
 }
 
 }  // namespace falcon::plugins

@@ -14,5 +14,7 @@ namespace falcon::plugins {
 // with its line, and the other modules still produce records. Returns INVALID_ARGUMENT (with the first bad
 // line) only when no module could be analysed.
 absl::Status AnalyzeHloText(std::string_view text, const std::string& filename, JsonlWriter& out);
+// The same over a file, read module by module: memory holds one module's text and parse, not the file.
+absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out);
 
 }  // namespace falcon::plugins

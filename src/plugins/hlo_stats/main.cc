@@ -21,9 +21,7 @@ int main(int argc, char** argv) {
   return PluginMain(
       info,
       [](const std::string& path, JsonlWriter& out) -> absl::Status {
-        auto text = ReadWholeFile(path);
-        if (!text.ok()) return text.status();
-        return AnalyzeHloText(*text, path, out);
+        return AnalyzeHloFile(path, out);
       },
       argc, argv);
 }

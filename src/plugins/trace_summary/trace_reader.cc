@@ -244,6 +244,7 @@ absl::Status TraceReader::Run(Source& src, const Callback& cb) {
         ++non_objects_;
         continue;
       }
+      start = src.mark;  // a refill inside SkipValue moves the element to the front of the buffer
       size_t len = src.pos - start;
       uint64_t offset = src.OffsetOf(start);
       RawEvent ev;
@@ -315,6 +316,7 @@ absl::Status TraceReader::Run(Source& src, const Callback& cb) {
     size_t kstart = src.pos;
     src.mark = kstart;
     if (!SkipString(src)) return error_or_truncated("input ends inside a key");
+    kstart = src.mark;  // may have moved with a refill
     std::string key(src.data() + kstart + 1, src.pos - kstart - 2);
     if (!SkipSpace(src) || src.data()[src.pos] != ':') {
       return error_or_truncated(absl::StrCat("expected ':' after key \"", key, "\""));

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <sstream>
+#include <unistd.h>
 #include <vector>
 
 #include "plugins/trace_summary/trace_reader.h"
@@ -104,6 +107,39 @@ TEST(TraceSummary, TruncatedObjectIsAnError) {
   Summarise(R"({"foo": 1})", &s);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(std::string(s.message()).find("traceEvents"), std::string::npos);
+}
+
+TEST(TraceSummary, FileReadWithRefillsAcrossManyBuffers) {
+  // Events straddle the 64-byte buffer boundary over and over; a long metadata value precedes them.
+  char path[] = "/tmp/trace-refill-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  {
+    std::ofstream f(path);
+    f << R"({"metadata":{"note":")" << std::string(1000, 'x') << R"("},"traceEvents":[)";
+    for (int i = 0; i < 1000; ++i) {
+      f << (i ? "," : "") << R"({"ph":"X","pid":1,"tid":1,"name":"op\")" << (i % 7) << R"(","ts":)" << i * 10
+        << R"(,"dur":5})";
+    }
+    f << "]}";
+  }
+  auto in = InputFile::Open(path);
+  ASSERT_TRUE(in.ok());
+  TraceReader reader(64);
+  TraceStats stats;
+  int n = 0;
+  absl::Status s = reader.Read(**in, [&](const RawEvent& e) {
+    ++n;
+    stats.Add(e);
+  });
+  std::remove(path);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(n, 1000);
+  std::ostringstream os;
+  JsonlWriter w(os);
+  stats.Write(w);
+  EXPECT_NE(os.str().find(R"("busy_time":5000.0)"), std::string::npos);
 }
 
 }  // namespace
