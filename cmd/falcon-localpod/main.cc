@@ -3,6 +3,7 @@
 //   falcon-localpod --state-dir=DIR get NAME [-o json]
 //   falcon-localpod --state-dir=DIR logs NAME [-f]
 //   falcon-localpod --state-dir=DIR delete NAME [--grace=S] [--no-wait]
+//   falcon-localpod --state-dir=DIR run NAME [-l k=v]... [-e K=V]... [--deadline=S] [--memory-limit=Q] -- ARGS...
 //   falcon-localpod --state-dir=DIR supervise --name=NAME      (internal: started by the runtime)
 #include <unistd.h>
 
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
 
   auto* list = app.add_subcommand("list", "list Pods");
   std::vector<std::string> selectors;
-  list->add_option("-l,--selector", selectors, "label selector key=value (repeatable)");
+  list->add_option("-l,--selector", selectors, "label selector key=value (repeatable)")->allow_extra_args(false);
   auto* get = app.add_subcommand("get", "show one Pod");
   std::string name;
   get->add_option("name", name)->required();
@@ -79,15 +80,62 @@ int main(int argc, char** argv) {
   del->add_option("--grace", grace, "seconds between SIGTERM and SIGKILL")->capture_default_str();
   bool no_wait = false;
   del->add_flag("--no-wait", no_wait, "return once the delete is requested");
+  auto* run = app.add_subcommand("run", "create a Pod running ARGS (args[0] falcon-runner: the runner)");
+  run->add_option("name", name)->required();
+  std::vector<std::string> run_labels, run_env, run_args;
+  int64_t deadline = 0;
+  std::string memory_limit;
+  run->add_option("-l,--label", run_labels, "label key=value (repeatable)")->allow_extra_args(false);
+  run->add_option("-e,--env", run_env, "environment variable K=V (repeatable)")->allow_extra_args(false);
+  run->add_option("--deadline", deadline, "active deadline in seconds (0: none)");
+  run->add_option("--memory-limit", memory_limit, "memory limit as a Kubernetes quantity (e.g. 256Mi)");
+  run->add_option("args", run_args, "the command (after --)")->required();
+  bool wait = false;
+  run->add_flag("--wait", wait, "wait for the Pod to end and exit with its exit code");
   auto* sup = app.add_subcommand("supervise", "internal: supervise one Pod (started by the runtime)");
   sup->add_option("--name", name)->required();
-  for (auto* sc : {list, get, logs, del, sup}) sc->fallthrough();
+  for (auto* sc : {list, get, logs, del, run, sup}) sc->fallthrough();
 
   CLI11_PARSE(app, argc, argv);
 
   if (sup->parsed()) return falcon::runtime::RunSupervisor(state_dir, name);
 
   LocalRuntime rt(state_dir, bin_dir);
+  if (run->parsed()) {
+    falcon::runtime::PodSpec spec;
+    spec.name = name;
+    spec.args = run_args;
+    spec.active_deadline_seconds = deadline;
+    spec.resources.memory_limit = memory_limit;
+    for (const auto& kv : run_labels) {
+      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      spec.labels[p.first] = p.second;
+    }
+    for (const auto& kv : run_env) {
+      std::pair<std::string, std::string> p = absl::StrSplit(kv, absl::MaxSplits('=', 1));
+      spec.env[p.first] = p.second;
+    }
+    absl::Status s = rt.Create(spec);
+    if (!s.ok()) {
+      std::cerr << "error: " << s.message() << "\n";
+      return absl::IsAlreadyExists(s) ? 3 : 1;
+    }
+    if (!wait) {
+      std::cout << "pod \"" << name << "\" created\n";
+      return 0;
+    }
+    for (;;) {
+      auto p = rt.Get(name);
+      if (!p.ok()) {
+        std::cerr << "error: " << p.status().message() << "\n";
+        return 1;
+      }
+      if (p->phase == falcon::runtime::PodPhase::kSucceeded || p->phase == falcon::runtime::PodPhase::kFailed) {
+        return p->exit_code.value_or(1);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
   if (list->parsed()) {
     falcon::runtime::LabelSelector sel;
     for (const auto& s : selectors) {

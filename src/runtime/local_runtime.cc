@@ -322,6 +322,8 @@ absl::Status LocalRuntime::Create(const PodSpec& spec) {
     if (const char* v = std::getenv(k)) env[k] = v;
   }
   env["HOME"] = ls.work_dir;
+  // Operators find a Pod's processes by the analysis id in their environment, whoever built the spec.
+  if (auto it = spec.labels.find(kAnalysisIdLabel); it != spec.labels.end()) env["FALCON_ANALYSIS_ID"] = it->second;
   for (const auto& [k, v] : spec.env) env[k] = v;
   env["FALCON_WORK_DIR"] = ls.work_dir;
   env["FALCON_POD_NAME"] = spec.name;
