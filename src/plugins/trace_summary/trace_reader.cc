@@ -154,15 +154,22 @@ bool SkipValue(auto& src) {
     size_t end = src.end();
     size_t p = src.pos;
     while (p < end) {
-      char x = d[p++];
       if (in_string) {
-        if (x == '\\') {
-          ++p;
-        } else if (x == '"') {
+        // Most bytes of an event are inside strings: jump to the next quote or backslash with memchr.
+        const char* q = static_cast<const char*>(std::memchr(d + p, '"', end - p));
+        size_t stop = q ? static_cast<size_t>(q - d) : end;
+        const char* bs = static_cast<const char*>(std::memchr(d + p, '\\', stop - p));
+        if (bs != nullptr) {
+          p = static_cast<size_t>(bs - d) + 2;  // skip the escape pair (may step past end: see below)
+        } else if (q != nullptr) {
+          p = stop + 1;
           in_string = false;
+        } else {
+          p = end;
         }
         continue;
       }
+      char x = d[p++];
       switch (x) {
         case '"': in_string = true; break;
         case '{':

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Helpers of plugins_bench.sh: scale real profiles up, and the Python baselines a user would write.
+
+  scale-trace SRC OUT MB       repeat SRC's traceEvents, shifted in time, until OUT is about MB megabytes
+  scale-xplane SRC OUT MB K    every line's events repeated K times (a K-times longer profile), and the
+                               planes copied (as more devices/hosts) until OUT is about MB megabytes
+  scale-hlo SRC OUT MB         repeat SRC's modules (renamed) until OUT is about MB megabytes
+  py-trace-json FILE           json.load + per-thread self time / busy time (the obvious script)
+  py-trace-ijson FILE          the same with ijson streaming (yajl2_c backend when available)
+  py-xplane FILE               protobuf XSpace.FromString + per-line self time per op
+  py-hlo FILE                  regex scan: op counts and dot FLOPs per module
+  xprof FILE TOOL              XProf's converter (xspace_to_tool_data) on FILE
+"""
+import collections
+import gzip
+import json
+import os
+import re
+import sys
+
+
+def open_any(path, mode="rb"):
+    with open(path, "rb") as f:
+        magic = f.read(2)
+    return gzip.open(path, mode) if magic == b"\x1f\x8b" else open(path, mode)
+
+
+def scale_trace(src, out, mb):
+    with open_any(src) as f:
+        doc = json.load(f)
+    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    meta = [e for e in events if e.get("ph") == "M"]
+    timed = [e for e in events if e.get("ph") != "M" and "ts" in e]
+    lo = min(float(e["ts"]) for e in timed)
+    hi = max(float(e["ts"]) + float(e.get("dur", 0)) for e in timed)
+    span = (hi - lo) * 1.05 + 1
+    target = mb * 1024 * 1024
+    with open(out, "w") as f:
+        f.write('{"displayTimeUnit":"ns","traceEvents":[\n')
+        f.write(",\n".join(json.dumps(e) for e in meta))
+        k = 0
+        while f.tell() < target:
+            chunk = []
+            for e in timed:
+                c = dict(e)
+                c["ts"] = round(float(e["ts"]) + k * span, 3)
+                chunk.append(json.dumps(c))
+            f.write(",\n" + ",\n".join(chunk))
+            k += 1
+        f.write("\n]}\n")
+    print(f"wrote {out}: {os.path.getsize(out) / 2**20:.0f} MiB, {k} copies of {len(timed)} events")
+
+
+def xplane_pb2():
+    sys.path.insert(0, os.environ.get("XPLANE_PB2_DIR", "."))
+    from plugins.xplane_stats import xplane_pb2 as pb  # generated from our xplane.proto by plugins_bench.sh
+    return pb
+
+
+def scale_xplane(src, out, mb, k):
+    pb = xplane_pb2()
+    space = pb.XSpace.FromString(open_any(src).read())
+    # A K-times longer profile: events repeated with offsets shifted by the line's span.
+    for plane in space.planes:
+        for line in plane.lines:
+            evs = list(line.events)
+            if not evs:
+                continue
+            span = max(e.offset_ps + e.duration_ps for e in evs) - min(e.offset_ps for e in evs)
+            span = int(span * 1.05) + 1
+            for i in range(1, k):
+                for e in evs:
+                    c = line.events.add()
+                    c.CopyFrom(e)
+                    c.offset_ps = e.offset_ps + i * span
+    planes = [p.SerializeToString() for p in space.planes]
+    names = [p.name for p in space.planes]
+    target = mb * 1024 * 1024
+    copies = 0
+    with open(out, "wb") as f:
+        while f.tell() < target:
+            for name, data in zip(names, planes):
+                p = pb.XPlane.FromString(data)
+                if copies:
+                    p.name = f"{name}#{copies}"  # more devices / hosts
+                    p.id = p.id + 1000 * copies
+                f.write(pb.XSpace(planes=[p]).SerializeToString())  # repeated fields concatenate
+            copies += 1
+    print(f"wrote {out}: {os.path.getsize(out) / 2**20:.0f} MiB, {copies} copies of {len(planes)} planes, "
+          f"lines x{k}")
+
+
+def scale_hlo(src, out, mb):
+    text = open_any(src, "rt").read()
+    target = mb * 1024 * 1024
+    n = 0
+    with open(out, "w") as f:
+        while f.tell() < target:
+            f.write(re.sub(r"^HloModule (\S+?),", lambda m: f"HloModule {m.group(1)}_{n},", text, flags=re.M))
+            f.write("\n")
+            n += 1
+    print(f"wrote {out}: {os.path.getsize(out) / 2**20:.0f} MiB, {n} modules")
+
+
+def self_times(spans):
+    """spans: list of (ts, dur, name) of one thread -> ({name: [count, total, self]}, busy)."""
+    spans.sort(key=lambda s: (s[0], -s[1]))
+    child = [0.0] * len(spans)
+    stack = []
+    busy, covered = 0.0, None
+    for i, (ts, dur, _) in enumerate(spans):
+        end = ts + dur
+        while stack and spans[stack[-1]][0] + spans[stack[-1]][1] <= ts:
+            stack.pop()
+        if stack:
+            p = spans[stack[-1]]
+            child[stack[-1]] += min(end, p[0] + p[1]) - ts
+        stack.append(i)
+        if covered is None or end > covered:
+            busy += end - (ts if covered is None else max(ts, covered))
+            covered = end
+    ops = collections.defaultdict(lambda: [0, 0.0, 0.0])
+    for i, (ts, dur, name) in enumerate(spans):
+        o = ops[name]
+        o[0] += 1
+        o[1] += dur
+        o[2] += max(0.0, dur - child[i])
+    return ops, busy
+
+
+def summarize_trace(events):
+    threads = collections.defaultdict(list)
+    n = 0
+    for e in events:
+        n += 1
+        if e.get("ph") == "X" and "ts" in e:
+            threads[(e.get("pid"), e.get("tid"))].append((float(e["ts"]), float(e.get("dur", 0)), e.get("name")))
+    total_busy = 0.0
+    top = collections.Counter()
+    for key, spans in threads.items():
+        ops, busy = self_times(spans)
+        total_busy += busy
+        for name, o in ops.items():
+            top[name] += o[2]
+    print(f"events={n} threads={len(threads)} busy_us={total_busy:.1f} top={top.most_common(3)}")
+
+
+def py_trace_json(path):
+    with open_any(path) as f:
+        doc = json.load(f)
+    summarize_trace(doc["traceEvents"] if isinstance(doc, dict) else doc)
+
+
+def py_trace_ijson(path):
+    import ijson
+    with open_any(path) as f:
+        summarize_trace(ijson.items(f, "traceEvents.item", use_float=True))
+
+
+def py_xplane(path):
+    pb = xplane_pb2()
+    space = pb.XSpace.FromString(open_any(path).read())
+    n = 0
+    for plane in space.planes:
+        names = {k: v.name for k, v in plane.event_metadata.items()}
+        for line in plane.lines:
+            spans = [(e.offset_ps, e.duration_ps, names.get(e.metadata_id, "")) for e in line.events]
+            n += len(spans)
+            self_times(spans)
+    print(f"planes={len(space.planes)} events={n}")
+
+
+def py_hlo(path):
+    ins = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.+?)\s+([a-z][a-z0-9\-]*)\((.*)$")
+    shape_dims = re.compile(r"[a-z0-9]+\[([0-9,]*)\]")
+    modules = collections.Counter()
+    flops = 0
+    shapes = {}
+    for line in open_any(path, "rt"):
+        if line.startswith("HloModule"):
+            modules["modules"] += 1
+            shapes = {}
+            continue
+        m = ins.match(line)
+        if not m:
+            continue
+        shape, op = m.group(1), m.group(2)
+        name = line.split("=")[0].split()[-1].lstrip("%")
+        shapes[name] = shape
+        modules[op] += 1
+        if op == "dot":
+            out = shape_dims.match(shape)
+            lhs_name = m.group(3).split(",")[0].split()[-1].lstrip("%")
+            lhs = shape_dims.match(shapes.get(lhs_name, ""))
+            cd = re.search(r"lhs_contracting_dims=\{([0-9,]*)\}", line)
+            if out and lhs and cd:
+                o = 1
+                for d in filter(None, out.group(1).split(",")):
+                    o *= int(d)
+                dims = [int(d) for d in filter(None, lhs.group(1).split(","))]
+                k = 1
+                for c in filter(None, cd.group(1).split(",")):
+                    k *= dims[int(c)]
+                flops += 2 * o * k
+    print(f"modules={modules['modules']} instructions={sum(modules.values()) - modules['modules']} dot_flops={flops}")
+
+
+def xprof(path, tool):
+    from xprof.convert import raw_to_tool_data
+    data, _ = raw_to_tool_data.xspace_to_tool_data([path], tool, {"use_saved_result": False})
+    print(f"xprof {tool}: {len(data) if data else 0} bytes of output")
+
+
+def main():
+    cmd, args = sys.argv[1], sys.argv[2:]
+    if cmd == "scale-trace":
+        scale_trace(args[0], args[1], int(args[2]))
+    elif cmd == "scale-xplane":
+        scale_xplane(args[0], args[1], int(args[2]), int(args[3]))
+    elif cmd == "scale-hlo":
+        scale_hlo(args[0], args[1], int(args[2]))
+    elif cmd == "py-trace-json":
+        py_trace_json(args[0])
+    elif cmd == "py-trace-ijson":
+        py_trace_ijson(args[0])
+    elif cmd == "py-xplane":
+        py_xplane(args[0])
+    elif cmd == "py-hlo":
+        py_hlo(args[0])
+    elif cmd == "xprof":
+        xprof(args[0], args[1])
+    else:
+        print(__doc__)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
