@@ -169,33 +169,18 @@ HttpServer::HttpServer(store::Store& store, objstore::ObjectStore* objects, Cont
       server_(std::make_unique<httplib::Server>()) {
   int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  // Uploads (PUT .../files/...) may be up to max_upload_bytes; every other body is held to max_body_bytes
-  // by the pre-routing handler below, before it is read.
-  server_->set_payload_max_length(std::max(options_.max_body_bytes, options_.max_upload_bytes));
+  // Every body, uploads included, is held to max_body_bytes: cpp-httplib's limit is per server, and raising
+  // it for uploads would let any route buffer that much.
+  server_->set_payload_max_length(options_.max_body_bytes);
   server_->set_keep_alive_max_count(1000);
   server_->set_keep_alive_timeout(5);
   // cpp-httplib writes headers and body separately; without TCP_NODELAY, Nagle's algorithm and delayed
   // ACKs add ~40 ms to every keep-alive response (measured with bench/apiserver_bench.sh).
   server_->set_tcp_nodelay(true);
-  server_->set_pre_routing_handler([this](const Request& req, Response& res) {
+  server_->set_pre_routing_handler([](const Request&, Response&) {
     tl_request.started = true;
     tl_request.start = std::chrono::steady_clock::now();
     tl_request.route = nullptr;
-    bool upload = req.method == "PUT" && req.path.rfind("/v1/exps/", 0) == 0 &&
-                  req.path.find("/files/") != std::string::npos;
-    if (!upload && req.has_header("Content-Length")) {
-      unsigned long long len = std::strtoull(req.get_header_value("Content-Length").c_str(), nullptr, 10);
-      if (len > options_.max_body_bytes) {
-        WriteError(res, absl::ResourceExhaustedError("the request body exceeds the limit of " +
-                                                     std::to_string(options_.max_body_bytes) + " bytes"));
-        res.set_header("Connection", "close");  // the unread body must not be parsed as a next request
-        return httplib::Server::HandlerResponse::Handled;
-      }
-    } else if (!upload && req.get_header_value("Transfer-Encoding") == "chunked") {
-      WriteError(res, absl::InvalidArgumentError("send the request body with a Content-Length header"));
-      res.set_header("Connection", "close");
-      return httplib::Server::HandlerResponse::Handled;
-    }
     return httplib::Server::HandlerResponse::Unhandled;
   });
   server_->set_error_handler(httplib::Server::HandlerWithResponse([this](const Request& req,
@@ -385,8 +370,8 @@ void HttpServer::RegisterRoutes() {
           return absl::OkStatus();
         });
 
-  // PUT /v1/exps/{exp_id}/files/{name}: the body (any size up to max_upload_bytes) is streamed to a temp
-  // file and stored at exps/{exp_id}/files/{name}; the answer's uri is what `falcon exp add-artifact --file`
+  // PUT /v1/exps/{exp_id}/files/{name}: the body (at most max_body_bytes) is streamed to a temp file and
+  // stored at exps/{exp_id}/files/{name}; the answer's uri is what `falcon exp add-artifact --file`
   // then registers as the artifact.
   server_->Put("/v1/exps/([^/]+)/files/(.+)", [this](const Request& req, Response& res,
                                                      const httplib::ContentReader& reader) {

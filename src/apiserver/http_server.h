@@ -32,8 +32,6 @@ inline constexpr size_t kDefaultMaxBodyBytes = 2 * 1024 * 1024 + 64 * 1024;  // 
 
 struct HttpServerOptions {
   size_t max_body_bytes = kDefaultMaxBodyBytes;
-  // The limit of one file upload (PUT /v1/exps/{exp_id}/files/{name}), streamed to the object store.
-  size_t max_upload_bytes = size_t{64} << 30;
   int threads = 16;
 };
 
