@@ -250,16 +250,18 @@ std::vector<std::string> LocalRuntime::IsolationArgs(const PodSpec& spec) {
     out.push_back("--sandbox=none");
   }
   if (::geteuid() == 0 && options_.drop_privileges) {
+    // The unprivileged user must reach the scratch dirs and run the plugins next to the binaries.
     std::string blocking;
-    if (TraversableByOthers(PodsDir(), &blocking)) {
+    fs::path plugins = bin_dir_.parent_path() / "plugins";
+    if (TraversableByOthers(PodsDir(), &blocking) && TraversableByOthers(bin_dir_, &blocking) &&
+        (!fs::exists(plugins) || TraversableByOthers(plugins, &blocking))) {
       out.push_back(absl::StrCat("--run-as-uid=", options_.run_as_uid));
       out.push_back(absl::StrCat("--run-as-gid=", options_.run_as_gid));
     } else {
-      static std::once_flag warned;  // a message, not state
-      std::call_once(warned, [&] {
+      std::call_once(root_warn_once_, [&] {
         spdlog::warn(
             "local runtime: running Pods as root because {} is not searchable by others (uid {} could "
-            "not reach the scratch dirs); chmod o+x it or choose another --state-dir",
+            "not reach the scratch dirs or the binaries); chmod o+x it, or choose another --state-dir",
             blocking, options_.run_as_uid);
       });
     }

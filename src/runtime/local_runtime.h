@@ -109,6 +109,7 @@ class LocalRuntime : public PodRuntime {
   std::unique_ptr<Clock> own_clock_;
   Clock* clock_;
   std::once_flag sandbox_once_;
+  std::once_flag root_warn_once_;
   std::string bwrap_path_;  // empty: no sandbox
 };
 

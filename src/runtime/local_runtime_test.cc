@@ -428,5 +428,25 @@ TEST_F(RunnerPodTest, AsRootTheCommandIsUnprivilegedLimitedAndOffline) {
   }
 }
 
+TEST_F(RunnerPodTest, AsRootWithAPrivateStateDirPodsStillRun) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root";
+  // A state dir under a 0700 folder (what mkdtemp makes): the runtime warns and keeps Pods working as root.
+  fs::path priv = dir_ / "private";
+  fs::create_directories(priv);
+  ::chmod(priv.c_str(), 0700);
+  LocalRuntime rt(priv / "state", FALCON_BIN_DIR);
+  ASSERT_TRUE(rt.Create(RunnerPod("p-priv", "r1", "id -u > $FALCON_OUTPUT_DIR/uid.txt")).ok());
+  bool done = WaitFor(
+      [&] {
+        auto p = rt.Get("p-priv");
+        return p.ok() && p->phase == PodPhase::kSucceeded;
+      },
+      30s);
+  EXPECT_TRUE(done) << Get("analysis/e1/r1/output.log");
+  EXPECT_EQ(Get("analysis/e1/r1/uid.txt"), "0\n");
+  (void)rt.Delete("p-priv", 0);
+  EXPECT_TRUE(rt.WaitGone("p-priv", 10s).ok());
+}
+
 }  // namespace
 }  // namespace falcon::runtime
