@@ -96,6 +96,7 @@ class MariaDbServer : public ::testing::Environment {
     return dsn_.substr(0, dsn_.rfind('/') + 1) + name;
   }
   const std::string& dsn() const { return dsn_; }
+  std::string socket() const { return dir_ + "/sock"; }
   bool started() const { return started_; }
 
  private:
@@ -772,6 +773,19 @@ STORE_TEST(ReconnectsAfterTheConnectionIsKilled) {
   auto list = store_->ListArtifacts("e1");
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(list->size(), 3u);
+}
+
+STORE_TEST(ConnectsThroughAUnixSocket) {
+  MustCreateExp("e1", EXP_STATUS_COMPLETED, 1);
+  const std::string db = url_.substr(url_.rfind('/') + 1);
+  // Percent escapes in the user name are decoded; the server ignores grants in tests.
+  auto s = OpenStore(absl::StrCat("mysql://r%6F%6Ft:secret@localhost/", db, "?socket=", g_mariadb->socket()));
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto got = (*s)->GetExp("e1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->name(), "exp e1");
+  auto bad = OpenStore(absl::StrCat("mysql://root@localhost/", db, "?socket=/nonexistent/sock"));
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kUnavailable) << bad.status();
 }
 #endif
 
