@@ -129,6 +129,16 @@ bool SkipString(auto& src) {
   }
 }
 
+struct ByteTable {
+  bool v[256] = {};
+  constexpr ByteTable(const char* chars) {
+    for (const char* c = chars; *c; ++c) v[static_cast<unsigned char>(*c)] = true;
+  }
+  constexpr bool operator[](unsigned char c) const { return v[c]; }
+};
+constexpr ByteTable kStringStop("\"\\");
+constexpr ByteTable kStructural("\"{}[]");
+
 // Skips one complete JSON value starting at pos (objects and arrays balanced, strings aware). Returns false
 // at an unexpected end of input. Does not validate; simdjson does that for event objects.
 bool SkipValue(auto& src) {
@@ -155,20 +165,19 @@ bool SkipValue(auto& src) {
     size_t p = src.pos;
     while (p < end) {
       if (in_string) {
-        // Most bytes of an event are inside strings: jump to the next quote or backslash with memchr.
-        const char* q = static_cast<const char*>(std::memchr(d + p, '"', end - p));
-        size_t stop = q ? static_cast<size_t>(q - d) : end;
-        const char* bs = static_cast<const char*>(std::memchr(d + p, '\\', stop - p));
-        if (bs != nullptr) {
-          p = static_cast<size_t>(bs - d) + 2;  // skip the escape pair (may step past end: see below)
-        } else if (q != nullptr) {
-          p = stop + 1;
-          in_string = false;
+        // Most bytes of an event are inside strings: skip everything but quotes and backslashes.
+        while (p < end && !kStringStop[static_cast<unsigned char>(d[p])]) ++p;
+        if (p >= end) break;
+        if (d[p] == '\\') {
+          p += 2;  // the escape pair (may step past end: see below)
         } else {
-          p = end;
+          ++p;
+          in_string = false;
         }
         continue;
       }
+      while (p < end && !kStructural[static_cast<unsigned char>(d[p])]) ++p;
+      if (p >= end) break;
       char x = d[p++];
       switch (x) {
         case '"': in_string = true; break;

@@ -50,7 +50,7 @@ TraceStats::Thread& TraceStats::ThreadFor(std::string_view pid, std::string_view
 
 void TraceStats::Add(const RawEvent& e) {
   ++events_;
-  ++phases_[e.ph];
+  ++phases_[static_cast<unsigned char>(e.ph)];
   if (e.ph == 'M') {
     if (e.name == "process_name") {
       process_names_[std::string(e.pid)] = std::string(e.args_name);
@@ -230,7 +230,9 @@ void TraceStats::Write(JsonlWriter& out) {
   summary["events"] = events_;
   Json phases = Json::object();
   std::map<std::string, uint64_t> ph_sorted;
-  for (auto [ph, n] : phases_) ph_sorted[ph == 0 ? std::string("(none)") : std::string(1, ph)] = n;
+  for (int ph = 0; ph < 256; ++ph) {
+    if (phases_[ph]) ph_sorted[ph == 0 ? std::string("(none)") : std::string(1, static_cast<char>(ph))] = phases_[ph];
+  }
   for (auto& [ph, n] : ph_sorted) phases[ph] = n;
   summary["events_by_phase"] = phases;
   summary["processes"] = [&] {

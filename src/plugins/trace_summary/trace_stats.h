@@ -59,7 +59,7 @@ class TraceStats {
   std::string key_;
   std::unordered_map<std::string, std::string> process_names_;  // pid token -> name
   std::unordered_map<std::string, std::string> thread_names_;   // pid\x1ftid -> name
-  std::unordered_map<char, uint64_t> phases_;
+  uint64_t phases_[256] = {};
   uint64_t events_ = 0;
   uint64_t missing_ts_ = 0;
   double min_ts_ = 0, max_end_ = 0;
