@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 
 #include "runtime/pod_runtime.h"
@@ -44,6 +45,9 @@ struct ControllerConfig {
   int log_upload_interval_seconds = 5;
   // How many trailing log lines go into error_message of a failed analysis.
   int error_log_lines = 20;
+  // Extra environment of every Pod, e.g. the object store's settings (STORAGE_EMULATOR_HOST,
+  // GOOGLE_APPLICATION_CREDENTIALS, ... for gs://; see objstore::GcsEnvironmentNames()).
+  std::map<std::string, std::string> pod_env;
 };
 
 }  // namespace falcon::controller

@@ -107,6 +107,7 @@ runtime::PodSpec BuildPodSpec(const api::v1::AnalysisRecord& record, const api::
   spec.args.push_back("--result-prefix=" + AnalysisPrefix(record.exp_id(), record.analysis_id()));
   spec.args.push_back("--log-upload-interval=" + std::to_string(config.log_upload_interval_seconds));
   spec.env = {{"FALCON_EXP_ID", record.exp_id()}, {"FALCON_ANALYSIS_ID", record.analysis_id()}};
+  spec.env.insert(config.pod_env.begin(), config.pod_env.end());
   spec.resources = MergeResources(plugin, override_resources, config.default_resources);
   spec.active_deadline_seconds =
       (plugin != nullptr && plugin->timeout_seconds() > 0) ? plugin->timeout_seconds()

@@ -65,6 +65,18 @@ TEST(PodBuilderTest, CommandWithScript) {
   EXPECT_EQ(spec.labels.at(runtime::kAnalysisTypeLabel), "online");
 }
 
+TEST(PodBuilderTest, PodEnvFromConfigReachesEveryPod) {
+  api::v1::AnalysisRecord rec;
+  rec.set_analysis_id("id1");
+  rec.set_exp_id("e1");
+  rec.set_command("true");
+  ControllerConfig cfg;
+  cfg.pod_env = {{"STORAGE_EMULATOR_HOST", "http://127.0.0.1:4443"}};
+  auto spec = BuildPodSpec(rec, nullptr, std::nullopt, {"gs://b", {}, "", ""}, cfg);
+  EXPECT_EQ(spec.env.at("STORAGE_EMULATOR_HOST"), "http://127.0.0.1:4443");
+  EXPECT_EQ(spec.env.at("FALCON_ANALYSIS_ID"), "id1");
+}
+
 TEST(PodBuilderTest, ValidateResourcesSaysWhatToFix) {
   api::v1::Resources r;
   r.set_cpu_limit("two");

@@ -632,6 +632,12 @@ absl::Status GcsObjectStore::ResumableUpload(const std::string& key, Source& src
 
 // ---- factory ----
 
+const std::vector<std::string>& GcsEnvironmentNames() {
+  static const std::vector<std::string> kNames = {"STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS",
+                                                   "GOOGLE_CLOUD_PROJECT", "GCE_METADATA_HOST", "CLOUDSDK_CONFIG"};
+  return kNames;
+}
+
 absl::StatusOr<std::unique_ptr<ObjectStore>> OpenGcsObjectStore(const std::string& url, const OpenOptions& opts,
                                                                  const EnvGetter& env) {
   constexpr char kScheme[] = "gs://";

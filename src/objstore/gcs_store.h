@@ -119,6 +119,10 @@ class GcsObjectStore : public ObjectStore {
 absl::StatusOr<std::unique_ptr<ObjectStore>> OpenGcsObjectStore(const std::string& url, const OpenOptions& opts,
                                                                  const EnvGetter& env = ProcessEnv());
 
+// The environment variables that configure a gs:// store (emulator, credentials, project, metadata server).
+// A process that starts others which open the same store (the controller starting Pods) passes these on.
+const std::vector<std::string>& GcsEnvironmentNames();
+
 // Maps a GCS JSON API error response to a status: 404 NOT_FOUND, 401 UNAUTHENTICATED, 403 PERMISSION_DENIED,
 // 412 FAILED_PRECONDITION, 400 INVALID_ARGUMENT, 429/5xx UNAVAILABLE, ... with GCS's message and `what`.
 absl::Status GcsError(const HttpResponse& resp, const std::string& what);
