@@ -57,7 +57,8 @@ bool IsTerminal(PodPhase p);
 
 // Reads a whole (small) file. NOT_FOUND if absent.
 absl::StatusOr<std::string> ReadSmallFile(const fs::path& p);
-// Writes `data` to `p` atomically (temp file in the same folder, fsync, rename).
+// Writes `data` to `p` atomically (temp file in the same folder, rename): readers see the old or the new
+// content, never a mix.
 absl::Status WriteFileAtomic(const fs::path& p, const std::string& data);
 
 // True while some process holds the Pod's lock (the supervisor). Never blocks.
