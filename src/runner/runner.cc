@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -174,7 +175,7 @@ class Runner {
   // Starts the command; returns its pid.
   absl::StatusOr<pid_t> StartCommand(int out_fd);
   // Pumps the command's output into the log until it ended; returns its wait status.
-  int Pump(pid_t child, int out_fd, bool* terminated);
+  int Pump(pid_t child, int out_fd, bool* terminated, const std::function<void()>& on_terminate);
   absl::Status UploadResults(int* count);
 
   RunnerOptions o_;
@@ -376,7 +377,7 @@ absl::StatusOr<pid_t> Runner::StartCommand(int out_fd) {
   return pid;
 }
 
-int Runner::Pump(pid_t child, int out_fd, bool* terminated) {
+int Runner::Pump(pid_t child, int out_fd, bool* terminated, const std::function<void()>& on_terminate) {
   char buf[65536];
   bool child_done = false, out_open = true;
   int status = 0;
@@ -405,6 +406,8 @@ int Runner::Pump(pid_t child, int out_fd, bool* terminated) {
           log_->Line(absl::StrCat("received ", sigs[i] == SIGTERM ? "SIGTERM" : "SIGINT",
                                   ": stopping the command"));
           ::kill(-child, SIGTERM);
+          // The Pod may be SIGKILLed when its grace runs out: have the log in the store now.
+          on_terminate();
         }
       }
     }
@@ -523,7 +526,7 @@ int Runner::Run() {
     return 127;
   }
   bool terminated = false;
-  int status = Pump(*pid, pipefd[0], &terminated);
+  int status = Pump(*pid, pipefd[0], &terminated, [&] { (void)uploader.Upload(); });
   ::close(pipefd[0]);
   uploader.Stop();
 

@@ -182,5 +182,23 @@ TEST_F(RunnerTest, SigtermStopsTheCommandAndUploadsTheLog) {
   EXPECT_TRUE(absl::StrContains(log, "killed by signal 15")) << log;
 }
 
+TEST_F(RunnerTest, LogIsUploadedAtOnceOnSigtermEvenIfTheCommandIgnoresIt) {
+  auto args = BaseArgs("trap '' TERM; echo stubborn; while true; do sleep 0.1; done");
+  args.back() = "--log-upload-interval=3600";  // only the on-start and on-SIGTERM uploads
+  Start(args);
+  std::this_thread::sleep_for(500ms);
+  ASSERT_EQ(::kill(pid_, SIGTERM), 0);
+  bool seen = false;
+  for (int i = 0; i < 250 && !seen; ++i) {
+    seen = absl::StrContains(Get("analysis/e1/a1/output.log"), "received SIGTERM");
+    if (!seen) std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_TRUE(seen) << Get("analysis/e1/a1/output.log");
+  EXPECT_TRUE(absl::StrContains(Get("analysis/e1/a1/output.log"), "stubborn"));
+  // As the supervisor would after the grace period. The command dies with its runner (parent-death signal).
+  ::kill(pid_, SIGKILL);
+  Wait(20s);
+}
+
 }  // namespace
 }  // namespace falcon::runner
