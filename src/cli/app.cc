@@ -1149,6 +1149,10 @@ int Cli::ExpAddArtifact() {
       absl::Status s = up.status();
       if (s.code() == absl::StatusCode::kNotFound) {
         s = Explain(s, "exp " + o_.id, "check the id with `falcon exp list` (create it with `falcon exp create`)");
+      } else if (s.code() == absl::StatusCode::kResourceExhausted) {
+        s = absl::ResourceExhaustedError(std::string(s.message()) +
+                                         "; copy a file this large into the object store yourself and "
+                                         "register it with --uri");
       }
       return Fail(Annotate(s, "uploading " + o_.file));
     }

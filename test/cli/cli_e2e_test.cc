@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -82,6 +83,20 @@ void Stop(pid_t pid) {
   ::waitpid(pid, &st, 0);
 }
 
+// SIGKILLs every process whose command line mentions `dir` (the detached local Pods of this test only).
+void KillProcessesUnder(const fs::path& dir) {
+  const std::string needle = dir.string();
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+    pid_t pid = static_cast<pid_t>(std::stol(name));
+    if (pid == ::getpid()) continue;
+    std::string cmdline = ReadFile(e.path() / "cmdline");
+    if (cmdline.find(needle) != std::string::npos) ::kill(pid, SIGKILL);
+  }
+}
+
 struct Result {
   int code = -1;
   std::string out;
@@ -108,10 +123,11 @@ class CliE2ETest : public ::testing::Test {
                         "--controller-addr=127.0.0.1:" + std::to_string(controller_port), "--object-store=" + store},
                        dir_ / "apiserver.log");
     controller_ = Spawn({bin + "/analyzer-controller", "--runtime=local", "--state-dir=" + (dir_ / "state").string(),
-                         "--object-store=" + store, "--api-addr=127.0.0.1:" + std::to_string(grpc_port),
+                         "--object-store=" + store, "--api-server=127.0.0.1:" + std::to_string(grpc_port),
                          "--grpc-listen=127.0.0.1:" + std::to_string(controller_port),
-                         "--catalog=" + std::string(FALCON_BIN_DIR) + "/../etc/plugins.yaml", "--poll-interval=1s",
-                         "--resync-interval=1s"},
+                         "--http-listen=127.0.0.1:" + std::to_string(FreePort()),
+                         "--plugin-catalog=" + bin + "/../etc/plugins.yaml", "--poll-interval=0.5",
+                         "--resync-interval=1", "--log-upload-interval=1", "--finished-pod-retention=0"},
                         dir_ / "controller.log");
     // Ready when the API server answers /readyz and the controller answers through it (plugins).
     httplib::Client c("127.0.0.1", http_port_);
@@ -138,7 +154,8 @@ class CliE2ETest : public ::testing::Test {
       std::cerr << "apiserver log:\n" << ReadFile(dir_ / "apiserver.log") << "\ncontroller log:\n"
                 << ReadFile(dir_ / "controller.log") << "\n";
     }
-    // Analysis processes of the local runtime are detached; stop any still around in our state dir.
+    // Analysis processes of the local runtime are detached: stop any still running from our temp dir.
+    KillProcessesUnder(dir_);
     std::error_code ec;
     fs::remove_all(dir_, ec);
   }
@@ -206,6 +223,17 @@ TEST_F(CliE2ETest, WholeWorkflowThroughTheCli) {
   r = Falcon({"exp", "add-artifact", "e2e-exp", "--uri", "file://" + artifact.string()});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.err.find("file artifact"), std::string::npos) << r.err;
+
+  // A local file is uploaded into the object store, then registered.
+  fs::path local = dir_ / "notes.txt";
+  std::string notes(300 * 1024 + 17, 'n');
+  std::ofstream(local, std::ios::binary) << notes;
+  r = Falcon({"exp", "add-artifact", "e2e-exp", "--file", local.string()});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(ReadFile(dir_ / "store/exps/e2e-exp/files/notes.txt"), notes);
+  r = Falcon({"exp", "get", "e2e-exp", "-o", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["artifacts"].size(), 2u) << r.out;
 
   r = Falcon({"plugin", "list"});
   ASSERT_EQ(r.code, 0) << r.err;
