@@ -426,6 +426,7 @@ absl::Status LocalRuntime::Create(const PodSpec& spec) {
     if (std::chrono::steady_clock::now() > deadline) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &st, 0);
+      (void)local::RemovePodDir(PodsDir(), spec.name);  // so that a retry can create it again
       return absl::UnavailableError(absl::StrCat("the supervisor of Pod '", spec.name, "' did not start within ",
                                                  options_.supervisor_start_timeout_seconds, " s"));
     }
@@ -433,6 +434,7 @@ absl::Status LocalRuntime::Create(const PodSpec& spec) {
   }
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
     auto why = local::ReadSmallFile(final_dir / local::kSupervisorLogFile);
+    (void)local::RemovePodDir(PodsDir(), spec.name);  // nothing runs: a retry can create it again
     return absl::InternalError(absl::StrCat("the supervisor of Pod '", spec.name,
                                             "' failed to start: ", why.ok() ? *why : "(no supervisor log)"));
   }

@@ -175,6 +175,18 @@ TEST_F(LocalRuntimeTest, CreateIsAtomicOnNameCollisionsAndValidates) {
   EXPECT_EQ(exists.load(), 3);
 }
 
+TEST_F(LocalRuntimeTest, ASupervisorThatCannotStartLeavesNoPod) {
+  LocalRuntimeOptions opts;
+  opts.supervisor_path = "/bin/false";
+  auto rt = NewRuntime(opts);
+  absl::Status s = rt->Create(ShellPod("broken", "true"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_EQ(rt->Get("broken").status().code(), absl::StatusCode::kNotFound);
+  opts.supervisor_path = "/nonexistent/falcon-localpod";
+  EXPECT_EQ(NewRuntime(opts)->Create(ShellPod("broken", "true")).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(LocalRuntimeTest, LogsAreReadableWhileRunning) {
   ASSERT_TRUE(rt_->Create(ShellPod("live", "echo first; sleep 30")).ok());
   EXPECT_TRUE(WaitFor(
