@@ -496,6 +496,18 @@ absl::Status Controller::ReconcileRunning(AnalysisRecord rec, const runtime::Pod
                                           Outcome* out) {
   const std::string& id = rec.analysis_id();
   Time now = d_.clock->Now();
+  if (pod.deleting) {
+    // This replica deletes a Pod of a RUNNING record only after making the record terminal (or while
+    // DeleteAnalysis runs), so a Pod being deleted under a RUNNING record was deleted by someone else. Its
+    // exit status (e.g. 143 from SIGTERM) says nothing about the analysis.
+    spdlog::warn("analysis {}: its pod is being deleted while RUNNING", id);
+    EnsureLog(rec, pod.name);
+    FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, "pod deleted externally"));
+    ForgetId(id);
+    EnqueueAdmitted();
+    out->requeue_after = std::chrono::seconds(1);
+    return absl::OkStatus();
+  }
   switch (pod.phase) {
     case runtime::PodPhase::kSucceeded: {
       EnsureLog(rec, pod.name);

@@ -116,15 +116,20 @@ TEST_F(ControllerTest, PodDeletedExternallyFailsTheRecord) {
   EXPECT_EQ(api_.Record(id).error_message(), "pod deleted externally");
 }
 
+TEST_F(ControllerTest, PodBeingDeletedByAnotherCountsAsDeletedExternally) {
+  std::string id = Online();
+  c_->DrainQueueForTest();
+  rt_.SetPhase(Pod(id), PodPhase::kRunning);
+  rt_.MarkDeleting(Pod(id));
+  rt_.SetPhase(Pod(id), PodPhase::kFailed, 143, "Error");  // SIGTERM's exit status says nothing
+  c_->DrainQueueForTest();
+  EXPECT_EQ(api_.Record(id).error_message(), "pod deleted externally");
+}
+
 TEST_F(ControllerTest, PodDeletedWhileNoEventArrivesIsHealedByResync) {
   std::string id = Online();
   c_->DrainQueueForTest();
-  c_->queue().Clear();
-  // Delete behind the watch's back: nothing is enqueued until the resync.
-  testing::FakePodRuntime* rt = &rt_;
-  {
-    auto handle = rt->Watch({}, [](const runtime::PodEvent&) {});
-  }
+  // The watch event is lost (cleared below): nothing is enqueued until the resync.
   rt_.RemoveExternally(Pod(id));
   c_->queue().Clear();
   c_->DrainQueueForTest();

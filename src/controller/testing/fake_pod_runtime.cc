@@ -67,6 +67,18 @@ void FakePodRuntime::RemoveExternally(const std::string& name) {
   Emit(runtime::PodEvent::Type::kDeleted, st);
 }
 
+void FakePodRuntime::MarkDeleting(const std::string& name) {
+  runtime::PodStatus st;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = pods_.find(name);
+    if (it == pods_.end()) return;
+    it->second.status.deleting = true;
+    st = it->second.status;
+  }
+  Emit(runtime::PodEvent::Type::kModified, st);
+}
+
 bool FakePodRuntime::Exists(const std::string& name) {
   std::lock_guard<std::mutex> l(mu_);
   return pods_.count(name) > 0;

@@ -22,6 +22,8 @@ class FakePodRuntime : public runtime::PodRuntime {
                 const std::string& reason = "");
   void SetLogs(const std::string& name, const std::string& logs);
   void RemoveExternally(const std::string& name);
+  // Marks the Pod as terminating (a delete requested by someone else) without removing it.
+  void MarkDeleting(const std::string& name);
   bool Exists(const std::string& name);
   runtime::PodSpec Spec(const std::string& name);
   int creates(const std::string& name);
