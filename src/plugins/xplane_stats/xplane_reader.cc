@@ -406,7 +406,11 @@ absl::Status Read(Source& src, Visitor& visitor) {
     visitor.BeginPlane(p);
     for (uint32_t tag; (tag = in.ReadTag()) != 0;) {
       if (tag == Tag(XPlane::kLinesFieldNumber, kLen)) {
+        // Reuse the event buffer across lines (no reallocation and page faults per line).
+        std::vector<Event> events = std::move(line.events);
+        events.clear();
         line = Line();
+        line.events = std::move(events);
         absl::Status ls = ReadLine(in, base, p, t, line, buf);
         if (!ls.ok()) return ls;
         visitor.OnLine(p, line);

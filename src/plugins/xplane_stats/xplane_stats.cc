@@ -20,13 +20,17 @@ void XPlaneStats::OnLine(PlaneInfo& plane, Line& line) {
   ++plane_lines_;
   plane_events_ += static_cast<int64_t>(line.events.size());
   auto& ev = line.events;
-  std::sort(ev.begin(), ev.end(), [](const Event& a, const Event& b) {
+  auto before = [](const Event& a, const Event& b) {
     if (a.offset_ps != b.offset_ps) return a.offset_ps < b.offset_ps;
     return a.duration_ps > b.duration_ps;
-  });
+  };
+  // Profilers mostly write lines in time order already; sorting is then skipped.
+  if (!std::is_sorted(ev.begin(), ev.end(), before)) std::sort(ev.begin(), ev.end(), before);
   // Nesting: self = duration - time covered by direct children (children sticking out are clipped).
-  std::vector<int64_t> child(ev.size(), 0);
-  std::vector<uint32_t> stack;
+  std::vector<int64_t>& child = child_;
+  child.assign(ev.size(), 0);
+  std::vector<uint32_t>& stack = stack_;
+  stack.clear();
   int64_t busy = 0, covered = INT64_MIN;
   for (uint32_t i = 0; i < ev.size(); ++i) {
     const Event& e = ev[i];

@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "plugins/common/jsonl_writer.h"
 #include "plugins/xplane_stats/xplane_reader.h"
@@ -30,6 +31,8 @@ class XPlaneStats : public Visitor {
   int64_t plane_lines_ = 0, plane_events_ = 0, plane_busy_ps_ = 0;
   // (program_id, hlo_module id, hlo_op id) -> totals, for events that carry an hlo_op stat.
   std::map<std::tuple<int64_t, int32_t, int32_t>, Agg> hlo_ops_;
+  std::vector<int64_t> child_;  // scratch of OnLine, kept to avoid reallocation
+  std::vector<uint32_t> stack_;
 };
 
 }  // namespace falcon::plugins::xplane
