@@ -18,7 +18,7 @@ namespace {
 using namespace api::v1;  // NOLINT
 using google::protobuf::util::TimeUtil;
 
-class ApiServiceTest : public ::testing::Test {
+class ApiserverGrpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/falcon-apiserver-grpc-XXXXXX";
@@ -118,7 +118,7 @@ class ApiServiceTest : public ::testing::Test {
   std::unique_ptr<FalconAPIService::Stub> stub_;
 };
 
-TEST_F(ApiServiceTest, CreateSetsServerFieldsAndGetReturnsTheRecord) {
+TEST_F(ApiserverGrpcTest, CreateSetsServerFieldsAndGetReturnsTheRecord) {
   CreateAnalysisRecordResponse resp;
   AnalysisRecord in = Online();
   in.set_status(ANALYSIS_STATUS_SUCCEEDED);  // ignored: the server sets PENDING
@@ -141,7 +141,7 @@ TEST_F(ApiServiceTest, CreateSetsServerFieldsAndGetReturnsTheRecord) {
   EXPECT_LT(id, later) << "ids are time-ordered";
 }
 
-TEST_F(ApiServiceTest, CreateValidatesRequiredFields) {
+TEST_F(ApiserverGrpcTest, CreateValidatesRequiredFields) {
   CreateAnalysisRecordResponse resp;
   grpc::ClientContext ctx;
   EXPECT_EQ(stub_->CreateAnalysisRecord(&ctx, CreateAnalysisRecordRequest(), &resp).error_code(),
@@ -166,14 +166,14 @@ TEST_F(ApiServiceTest, CreateValidatesRequiredFields) {
   EXPECT_EQ(Create(r, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
-TEST_F(ApiServiceTest, CreateForUnknownExpIsNotFound) {
+TEST_F(ApiserverGrpcTest, CreateForUnknownExpIsNotFound) {
   CreateAnalysisRecordResponse resp;
   auto s = Create(Online("no-such-exp"), &resp);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
   EXPECT_NE(s.error_message().find("no-such-exp"), std::string::npos) << s.error_message();
 }
 
-TEST_F(ApiServiceTest, ScriptOverOneMebibyteIsResourceExhaustedNamingTheLimit) {
+TEST_F(ApiserverGrpcTest, ScriptOverOneMebibyteIsResourceExhaustedNamingTheLimit) {
   CreateAnalysisRecordResponse resp;
   AnalysisRecord r = Online();
   r.set_script_content(std::string(1'048'576, 'x'));
@@ -184,7 +184,7 @@ TEST_F(ApiServiceTest, ScriptOverOneMebibyteIsResourceExhaustedNamingTheLimit) {
   EXPECT_NE(s.error_message().find("1048576 bytes"), std::string::npos) << s.error_message();
 }
 
-TEST_F(ApiServiceTest, SecondOfflineRecordForAnArtifactIsAlreadyExists) {
+TEST_F(ApiserverGrpcTest, SecondOfflineRecordForAnArtifactIsAlreadyExists) {
   Artifact a;
   a.set_artifact_id("a1");
   a.set_exp_id("e1");
@@ -201,7 +201,7 @@ TEST_F(ApiServiceTest, SecondOfflineRecordForAnArtifactIsAlreadyExists) {
   EXPECT_EQ(Create(r, &resp).error_code(), grpc::StatusCode::ALREADY_EXISTS);
 }
 
-TEST_F(ApiServiceTest, UnknownIdsAreNotFound) {
+TEST_F(ApiserverGrpcTest, UnknownIdsAreNotFound) {
   const std::string id = "01900000-0000-7000-8000-000000000000";
   {
     grpc::ClientContext ctx;
@@ -228,7 +228,7 @@ TEST_F(ApiServiceTest, UnknownIdsAreNotFound) {
   EXPECT_GE(metrics_.GrpcCount("GetAnalysisRecord", "NOT_FOUND"), 1u);
 }
 
-TEST_F(ApiServiceTest, FieldMaskChangesOnlyMaskedFieldsAndRefusesUnknownPaths) {
+TEST_F(ApiserverGrpcTest, FieldMaskChangesOnlyMaskedFieldsAndRefusesUnknownPaths) {
   std::string id = MustCreate();
   AnalysisRecord update;
   update.set_name("renamed");
@@ -253,7 +253,7 @@ TEST_F(ApiServiceTest, FieldMaskChangesOnlyMaskedFieldsAndRefusesUnknownPaths) {
   EXPECT_EQ(Get(id).name(), "renamed") << "a refused update changes nothing";
 }
 
-TEST_F(ApiServiceTest, IllegalTransitionsAreFailedPrecondition) {
+TEST_F(ApiserverGrpcTest, IllegalTransitionsAreFailedPrecondition) {
   std::string id = MustCreate();
   EXPECT_EQ(SetStatus(id, ANALYSIS_STATUS_SUCCEEDED).error_code(),
             grpc::StatusCode::FAILED_PRECONDITION)
@@ -274,7 +274,7 @@ TEST_F(ApiServiceTest, IllegalTransitionsAreFailedPrecondition) {
   EXPECT_EQ(Update(id, unspecified, {"status"}).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
 }
 
-TEST_F(ApiServiceTest, ConcurrentUpdatesRacingACancelNeverLoseTheTerminalState) {
+TEST_F(ApiserverGrpcTest, ConcurrentUpdatesRacingACancelNeverLoseTheTerminalState) {
   constexpr int kRecords = 10;
   constexpr int kWriters = 8;
   for (int n = 0; n < kRecords; ++n) {
@@ -322,7 +322,7 @@ TEST_F(ApiServiceTest, ConcurrentUpdatesRacingACancelNeverLoseTheTerminalState) 
   }
 }
 
-TEST_F(ApiServiceTest, FencingRefusesAnOlderEpoch) {
+TEST_F(ApiserverGrpcTest, FencingRefusesAnOlderEpoch) {
   std::string id = MustCreate();
   ASSERT_TRUE(SetStatus(id, ANALYSIS_STATUS_RUNNING, "5").ok());
   auto s = SetStatus(id, ANALYSIS_STATUS_FAILED, "4");
@@ -348,7 +348,7 @@ TEST_F(ApiServiceTest, FencingRefusesAnOlderEpoch) {
   EXPECT_TRUE(SetStatus(id, ANALYSIS_STATUS_SUCCEEDED).ok()) << "calls without the header are not fenced";
 }
 
-TEST_F(ApiServiceTest, ListsFilterAndPage) {
+TEST_F(ApiserverGrpcTest, ListsFilterAndPage) {
   AddExp("e2", EXP_STATUS_RUNNING);
   std::vector<std::string> e1_ids;
   for (int i = 0; i < 5; ++i) {
@@ -404,7 +404,7 @@ TEST_F(ApiServiceTest, ListsFilterAndPage) {
   }
 }
 
-TEST_F(ApiServiceTest, AwaitingAnalysisAndGetExp) {
+TEST_F(ApiserverGrpcTest, AwaitingAnalysisAndGetExp) {
   AddExp("e-running", EXP_STATUS_RUNNING);
   for (const auto& [id, exp] : std::vector<std::pair<std::string, std::string>>{
            {"a1", "e1"}, {"a2", "e1"}, {"a3", "e-running"}}) {

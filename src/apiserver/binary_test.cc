@@ -67,7 +67,7 @@ class Process {
   bool exited_ = false;
 };
 
-class BinaryTest : public ::testing::Test {
+class ApiserverBinaryTest : public ::testing::Test {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/falcon-apiserver-bin-XXXXXX";
@@ -81,7 +81,7 @@ class BinaryTest : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(BinaryTest, BadFlagIsAClearErrorAtStart) {
+TEST_F(ApiserverBinaryTest, BadFlagIsAClearErrorAtStart) {
   Process p({"--db=sqlite://" + (dir_ / "f.db").string(), "--http-listen=nonsense"}, dir_ / "log");
   EXPECT_EQ(p.Wait(std::chrono::seconds(20)), 1);
   std::string log = ReadFile(dir_ / "log");
@@ -93,7 +93,7 @@ TEST_F(BinaryTest, BadFlagIsAClearErrorAtStart) {
   EXPECT_NE(ReadFile(dir_ / "log2").find("--no-such-flag"), std::string::npos);
 }
 
-TEST_F(BinaryTest, BecomesReadyAndDrainsOnSigterm) {
+TEST_F(ApiserverBinaryTest, BecomesReadyAndDrainsOnSigterm) {
   Process p({"--db=sqlite://" + (dir_ / "f.db").string(), "--http-listen=127.0.0.1:0",
              "--grpc-listen=127.0.0.1:0", "--controller-addr=127.0.0.1:1",
              "--controller-retry-seconds=1"},

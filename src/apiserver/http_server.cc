@@ -38,6 +38,7 @@ struct RequestState {
 thread_local RequestState tl_request;
 
 constexpr size_t kDownloadChunk = 256 * 1024;
+constexpr size_t kBackstopBodyBytes = 16 * 1024 * 1024;
 
 google::protobuf::Timestamp ToProto(Time t) {
   return google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(
@@ -171,7 +172,10 @@ HttpServer::HttpServer(store::Store& store, objstore::ObjectStore* objects, Cont
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   // Every body, uploads included, is held to max_body_bytes: cpp-httplib's limit is per server, and raising
   // it for uploads would let any route buffer that much.
-  server_->set_payload_max_length(options_.max_body_bytes);
+  // The body limit is enforced per route (below), after cpp-httplib has read the whole body, so the client
+  // always receives the 413. cpp-httplib's own limit, which answers 413 and closes the connection while the
+  // client may still be sending (the client then often loses the answer to a reset), is only a backstop.
+  server_->set_payload_max_length(std::max<size_t>(options_.max_body_bytes, kBackstopBodyBytes));
   server_->set_keep_alive_max_count(1000);
   server_->set_keep_alive_timeout(5);
   // cpp-httplib writes headers and body separately; without TCP_NODELAY, Nagle's algorithm and delayed
@@ -249,11 +253,17 @@ void HttpServer::Stop() {
 void HttpServer::RegisterRoutes() {
   using Fn = std::function<absl::Status(const Request&, Response&)>;
   auto route = [this](const char* method, const std::string& pattern, const char* name, Fn fn) {
-    auto handler = [name, fn = std::move(fn)](const Request& req, Response& res) {
+    auto handler = [name, fn = std::move(fn), max_body = options_.max_body_bytes](const Request& req,
+                                                                                  Response& res) {
       tl_request.route = name;
       absl::Status s;
       try {
-        s = fn(req, res);
+        if (req.body.size() > max_body) {
+          s = absl::ResourceExhaustedError("the request body is " + std::to_string(req.body.size()) +
+                                           " bytes; the limit is " + std::to_string(max_body) + " bytes");
+        } else {
+          s = fn(req, res);
+        }
       } catch (const std::exception& e) {
         s = absl::InternalError(std::string("unexpected error: ") + e.what());
       }

@@ -10,7 +10,7 @@ namespace {
 
 using nlohmann::json;
 
-TEST(JsonCodec, RecordUsesSnakeCaseLowerCaseEnumsRfc3339AndTextScript) {
+TEST(ApiserverJsonCodec, RecordUsesSnakeCaseLowerCaseEnumsRfc3339AndTextScript) {
   api::v1::AnalysisRecord r;
   r.set_analysis_id("0192f3c4-5d6e-7abc-8def-0123456789ab");
   r.set_exp_id("e1");
@@ -33,7 +33,7 @@ TEST(JsonCodec, RecordUsesSnakeCaseLowerCaseEnumsRfc3339AndTextScript) {
   EXPECT_EQ(back.SerializeAsString(), r.SerializeAsString());
 }
 
-TEST(JsonCodec, ExpStatusWords) {
+TEST(ApiserverJsonCodec, ExpStatusWords) {
   api::v1::Exp e;
   e.set_status(api::v1::EXP_STATUS_COMPLETED);
   EXPECT_EQ(ToJson(e)["status"], "completed");
@@ -41,7 +41,7 @@ TEST(JsonCodec, ExpStatusWords) {
   EXPECT_EQ(ToJson(e)["status"], "unspecified");
 }
 
-TEST(JsonCodec, ParsesEnumNamesInAllForms) {
+TEST(ApiserverJsonCodec, ParsesEnumNamesInAllForms) {
   for (const char* form : {"failed", "ANALYSIS_STATUS_FAILED"}) {
     api::v1::AnalysisRecord r;
     ASSERT_TRUE(FromJson(json{{"status", form}}, &r).ok()) << form;
@@ -52,7 +52,7 @@ TEST(JsonCodec, ParsesEnumNamesInAllForms) {
   EXPECT_EQ(r.status(), api::v1::ANALYSIS_STATUS_CANCELLED);
 }
 
-TEST(JsonCodec, RejectsUnknownFieldsAndWrongTypesNamingThem) {
+TEST(ApiserverJsonCodec, RejectsUnknownFieldsAndWrongTypesNamingThem) {
   api::v1::AnalysisRecord r;
   auto s = FromJson(json{{"stauts", "running"}}, &r);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
@@ -70,7 +70,7 @@ TEST(JsonCodec, RejectsUnknownFieldsAndWrongTypesNamingThem) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
 }
 
-TEST(JsonCodec, NestedMessagesAndRepeatedFields) {
+TEST(ApiserverJsonCodec, NestedMessagesAndRepeatedFields) {
   analyzer::v1::CreateAnalysisRequest req;
   auto s = FromJson(json::parse(R"({"exp_id":"e","resource_override":{"cpu_limit":"2"}})"), &req);
   ASSERT_TRUE(s.ok()) << s;
@@ -85,7 +85,7 @@ TEST(JsonCodec, NestedMessagesAndRepeatedFields) {
   EXPECT_EQ(j["timeout_seconds"], 600);
 }
 
-TEST(JsonCodec, MalformedBodyNamesThePosition) {
+TEST(ApiserverJsonCodec, MalformedBodyNamesThePosition) {
   auto j = ParseJsonObject(R"({"name": "x",})");
   ASSERT_FALSE(j.ok());
   EXPECT_EQ(j.status().code(), absl::StatusCode::kInvalidArgument);
@@ -100,7 +100,7 @@ TEST(JsonCodec, MalformedBodyNamesThePosition) {
   EXPECT_TRUE(j->is_object());
 }
 
-TEST(JsonCodec, InvalidUtf8IsReplacedNotThrown) {
+TEST(ApiserverJsonCodec, InvalidUtf8IsReplacedNotThrown) {
   api::v1::AnalysisRecord r;
   r.set_script_content(std::string("a\xff" "b"));
   std::string out = Dump(ToJson(r));
