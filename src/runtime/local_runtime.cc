@@ -164,8 +164,8 @@ class LocalWatch : public WatchHandle {
   std::thread thread_;
 };
 
-std::vector<PodStatus> LocalRuntime::ListCached(const LabelSelector& selector,
-                                                std::map<std::string, CachedPod>* cache) {
+absl::StatusOr<std::vector<PodStatus>> LocalRuntime::ListCached(const LabelSelector& selector,
+                                                                std::map<std::string, CachedPod>* cache) {
   std::vector<PodStatus> out;
   std::error_code ec;
   std::vector<std::string> names;
@@ -173,16 +173,23 @@ std::vector<PodStatus> LocalRuntime::ListCached(const LabelSelector& selector,
     std::string n = it->path().filename().string();
     if (!n.empty() && n[0] != '.') names.push_back(n);
   }
+  // A failed scan must not look like "every Pod is gone": report it (the watch retries).
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    return absl::UnavailableError(absl::StrCat("listing ", PodsDir().string(), ": ", ec.message()));
+  }
   std::sort(names.begin(), names.end());
   std::map<std::string, CachedPod> next;
   for (const auto& n : names) {
     fs::path dir = PodsDir() / n;
     struct stat st;
-    if (::stat((dir / local::kStatusFile).c_str(), &st) != 0) continue;
+    if (::stat((dir / local::kStatusFile).c_str(), &st) != 0) {
+      if (errno == ENOENT || errno == ENOTDIR) continue;  // deleted meanwhile
+      return absl::UnavailableError(absl::StrCat("reading Pod '", n, "': ", std::strerror(errno)));
+    }
     CachedPod key;
     key.ino = st.st_ino;
     key.size = static_cast<uint64_t>(st.st_size);
-    key.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    key.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     key.deleting = ::access((dir / local::kDeletingFile).c_str(), F_OK) == 0;
     auto it = cache->find(n);
     if (it != cache->end() && it->second.ino == key.ino && it->second.size == key.size &&
@@ -191,7 +198,8 @@ std::vector<PodStatus> LocalRuntime::ListCached(const LabelSelector& selector,
       key.pod = it->second.pod;
     } else {
       auto p = Get(n);
-      if (!p.ok()) continue;
+      if (absl::IsNotFound(p.status())) continue;  // deleted meanwhile
+      if (!p.ok()) return p.status();
       key.pod = std::move(*p);
     }
     if (Matches(selector, key.pod.labels)) out.push_back(key.pod);
@@ -481,15 +489,17 @@ absl::StatusOr<std::vector<PodStatus>> LocalRuntime::List(const LabelSelector& s
     return absl::InternalError(absl::StrCat("listing ", PodsDir().string(), ": ", ec.message()));
   }
   std::vector<std::string> names;
-  for (; it != end; it.increment(ec)) {
-    if (ec) break;
+  for (; !ec && it != end; it.increment(ec)) {
     std::string n = it->path().filename().string();
     if (!n.empty() && n[0] != '.') names.push_back(n);
   }
+  // A failed scan must not look like "every Pod is gone": report it instead.
+  if (ec) return absl::UnavailableError(absl::StrCat("listing ", PodsDir().string(), ": ", ec.message()));
   std::sort(names.begin(), names.end());
   for (const auto& n : names) {
     auto p = Get(n);
-    if (!p.ok()) continue;  // deleted meanwhile, or not a Pod
+    if (absl::IsNotFound(p.status())) continue;  // deleted meanwhile
+    if (!p.ok()) return p.status();
     if (Matches(selector, p->labels)) out.push_back(std::move(*p));
   }
   return out;

@@ -74,6 +74,7 @@ class LocalRuntime : public PodRuntime {
   // the grace period; Get shows `deleting` until the Pod is gone. NOT_FOUND if absent.
   absl::Status Delete(const std::string& name, int grace_seconds) override;
   absl::StatusOr<PodStatus> Get(const std::string& name) override;
+  // UNAVAILABLE (retry) if the state dir cannot be read: a failed scan never looks like "no Pods".
   absl::StatusOr<std::vector<PodStatus>> List(const LabelSelector& selector) override;
   std::unique_ptr<WatchHandle> Watch(const LabelSelector& selector,
                                      std::function<void(const PodEvent&)> on_event) override;
@@ -97,7 +98,8 @@ class LocalRuntime : public PodRuntime {
     PodStatus pod;
   };
   // List() for a watcher: re-reads only Pods whose status file changed or that are not finished.
-  std::vector<PodStatus> ListCached(const LabelSelector& selector, std::map<std::string, CachedPod>* cache);
+  absl::StatusOr<std::vector<PodStatus>> ListCached(const LabelSelector& selector,
+                                                    std::map<std::string, CachedPod>* cache);
   std::filesystem::path PodsDir() const { return state_dir_ / "pods"; }
   Time Now();
   // The isolation flags for falcon-runner, decided once.
