@@ -1,7 +1,7 @@
 // Streaming reader of XSpace profiles (*.xplane.pb, optionally gzip-compressed). The file is read twice:
 // the first pass keeps each plane's metadata (event and stat names) and skips its lines; the second pass
 // decodes one line at a time, field by field, handing the line's events to the visitor. So memory holds
-// the metadata plus one line's events (48 bytes each), never the whole XSpace. Field numbers come from our
+// the metadata plus one line's events (56 bytes each), never the whole XSpace. Field numbers come from our
 // own xplane.proto. Not thread-safe.
 #pragma once
 
