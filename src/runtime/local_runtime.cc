@@ -324,6 +324,11 @@ absl::Status LocalRuntime::Create(const PodSpec& spec) {
   ls.argv.push_back(argv0);
   ls.argv.insert(ls.argv.end(), spec.args.begin() + 1, spec.args.end());
   std::vector<std::string> iso = IsolationArgs(spec);
+  if (options_.sandbox == "bwrap" && !iso.empty() && bwrap_path_.empty()) {
+    return absl::FailedPreconditionError(
+        "the local runtime requires bubblewrap (sandbox=bwrap) but bwrap is missing or cannot create "
+        "namespaces here; install the bubblewrap package or use sandbox=auto");
+  }
   ls.argv.insert(ls.argv.end(), iso.begin(), iso.end());
   std::map<std::string, std::string> env;
   const char* path = std::getenv("PATH");
