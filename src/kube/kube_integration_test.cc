@@ -1,0 +1,519 @@
+// The Kubernetes client, KubernetesRuntime and LeaseElector against a real kube-apiserver (with etcd and a
+// fake kubelet that runs Pods as local processes), started by test/k8s/control-plane.sh.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "kube/kube_test_env.h"
+#include "kube/kubernetes_runtime.h"
+#include "kube/lease_elector.h"
+
+namespace falcon::kube {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ControlPlane;
+
+ControlPlane* g_cp = nullptr;
+
+class Env : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    std::string err;
+    cp_ = ControlPlane::Start(&err);
+    ASSERT_NE(cp_, nullptr) << err;
+    g_cp = cp_.get();
+  }
+  void TearDown() override {
+    g_cp = nullptr;
+    cp_.reset();
+  }
+
+ private:
+  std::unique_ptr<ControlPlane> cp_;
+};
+
+::testing::Environment* const kEnv = ::testing::AddGlobalTestEnvironment(new Env());
+
+// Polls `pred` every 50 ms for up to `timeout` (real time).
+template <typename F>
+bool WaitFor(F pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return pred();
+}
+
+class KubeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(g_cp, nullptr) << "control plane not started";
+    ns_ = g_cp->NewNamespace("t");
+    ASSERT_FALSE(ns_.empty()) << "cannot create a test namespace";
+  }
+  KubeClient& admin() { return g_cp->admin(); }
+  std::string CmPath() { return "/api/v1/namespaces/" + ns_ + "/configmaps"; }
+  absl::Status CreateCm(const std::string& name, const std::string& value = "v") {
+    json cm = {{"apiVersion", "v1"}, {"kind", "ConfigMap"},
+               {"metadata", {{"name", name}, {"labels", {{"app", "t"}}}}}, {"data", {{"k", value}}}};
+    return admin().Post(CmPath(), cm).status();
+  }
+  std::string ns_;
+  SystemClock clock_;
+};
+
+// Collects Informer events.
+struct Events {
+  std::mutex mu;
+  std::vector<std::pair<Informer::EventType, std::string>> list;
+  std::map<std::string, json> last;
+  Informer::Callback Cb() {
+    return [this](Informer::EventType t, const json& o) {
+      std::lock_guard<std::mutex> l(mu);
+      std::string name = o["metadata"]["name"];
+      list.emplace_back(t, name);
+      last[name] = o;
+    };
+  }
+  bool Saw(Informer::EventType t, const std::string& name) {
+    std::lock_guard<std::mutex> l(mu);
+    for (auto& [tt, n] : list) {
+      if (tt == t && n == name) return true;
+    }
+    return false;
+  }
+  int Count(Informer::EventType t) {
+    std::lock_guard<std::mutex> l(mu);
+    int c = 0;
+    for (auto& [tt, n] : list) c += tt == t;
+    return c;
+  }
+};
+
+TEST_F(KubeTest, ListPagesWithLimitAndContinue) {
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(CreateCm("cm-" + std::to_string(i)).ok());
+  auto r = admin().List(CmPath(), "app=t", 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->items.size(), 7u);
+  EXPECT_FALSE(r->resource_version.empty());
+  std::set<std::string> names;
+  for (auto& it : r->items) names.insert(it["metadata"]["name"]);
+  EXPECT_EQ(names.size(), 7u) << "pages must not repeat or skip items";
+  auto none = admin().List(CmPath(), "app=other", 2);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->items.empty());
+}
+
+TEST_F(KubeTest, ErrorsMapToCodes) {
+  ASSERT_TRUE(CreateCm("dup").ok());
+  EXPECT_EQ(CreateCm("dup").code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(admin().Get(CmPath() + "/absent").status().code(), absl::StatusCode::kNotFound);
+  auto cm = admin().Get(CmPath() + "/dup");
+  ASSERT_TRUE(cm.ok());
+  json stale = *cm;
+  (*cm)["data"]["k"] = "2";
+  ASSERT_TRUE(admin().Put(CmPath() + "/dup", *cm).ok());
+  stale["data"]["k"] = "3";
+  auto conflict = admin().Put(CmPath() + "/dup", stale);
+  EXPECT_EQ(conflict.status().code(), absl::StatusCode::kAborted) << conflict.status();
+  EXPECT_EQ(HttpCodeOf(conflict.status()), 409);
+}
+
+TEST_F(KubeTest, TlsVerificationIsOn) {
+  auto cfg = LoadKubeconfig(g_cp->kubeconfig());
+  ASSERT_TRUE(cfg.ok());
+  cfg->ca_pem.clear();  // the system trust store does not know the test CA
+  KubeClient c(*cfg, clock_);
+  auto r = c.Get("/api/v1/namespaces");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  // No credentials: authenticated as anonymous at best, not allowed.
+  auto anon_cfg = *LoadKubeconfig(g_cp->kubeconfig());
+  anon_cfg.client_cert_pem.clear();
+  anon_cfg.client_key_pem.clear();
+  KubeClient anon(anon_cfg, clock_);
+  auto a = anon.Get("/api/v1/namespaces");
+  EXPECT_TRUE(a.status().code() == absl::StatusCode::kUnauthenticated ||
+              a.status().code() == absl::StatusCode::kPermissionDenied)
+      << a.status();
+}
+
+TEST_F(KubeTest, InformerListsThenWatchesAddModifyDelete) {
+  ASSERT_TRUE(CreateCm("before").ok());
+  Events ev;
+  Informer inf(admin(), clock_, CmPath(), "app=t", ev.Cb());
+  ASSERT_TRUE(WaitFor([&] { return ev.Saw(Informer::EventType::kAdded, "before"); }, 10s));
+  ASSERT_TRUE(CreateCm("after").ok());
+  ASSERT_TRUE(WaitFor([&] { return ev.Saw(Informer::EventType::kAdded, "after"); }, 10s));
+  ASSERT_TRUE(admin().Patch(CmPath() + "/after", {{"data", {{"k", "changed"}}}}).ok());
+  ASSERT_TRUE(WaitFor([&] { return ev.Saw(Informer::EventType::kModified, "after"); }, 10s));
+  ASSERT_TRUE(admin().Delete(CmPath() + "/after").ok());
+  ASSERT_TRUE(WaitFor([&] { return ev.Saw(Informer::EventType::kDeleted, "after"); }, 10s));
+  EXPECT_EQ(inf.stats().lists, 1);
+}
+
+// 410 Gone: the Informer's resourceVersion is compacted away in etcd while its watch is closed by the
+// server; it must re-list and carry on. (ConfigMaps have no watch cache in the test control plane, so
+// watches go to etcd, whose compaction is triggered here through its gRPC gateway.)
+TEST_F(KubeTest, InformerRelistsAfter410Gone) {
+  ASSERT_TRUE(CreateCm("a").ok());
+  Events ev;
+  Informer::Options o;
+  o.watch_timeout_seconds = 2;
+  Informer inf(admin(), clock_, CmPath(), "", ev.Cb(), o);
+  ASSERT_TRUE(WaitFor([&] { return ev.Saw(Informer::EventType::kAdded, "a"); }, 10s));
+  // Advance etcd's revision with writes elsewhere (the Informer sees none of them), then compact.
+  std::string other = g_cp->NewNamespace("other", false);
+  for (int i = 0; i < 5; ++i) {
+    json cm = {{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"metadata", {{"name", "x" + std::to_string(i)}}}};
+    ASSERT_TRUE(admin().Post("/api/v1/namespaces/" + other + "/configmaps", cm).ok());
+  }
+  std::string etcd = "http://127.0.0.1:" + g_cp->Env("ETCD_CLIENT_PORT");
+  std::string out;
+  ASSERT_EQ(testing::RunCommand("curl -sf -X POST " + etcd + "/v3/kv/range -d '{\"key\":\"AA==\"}'", &out), 0) << out;
+  auto rev = json::parse(out)["header"]["revision"].get<std::string>();
+  ASSERT_EQ(testing::RunCommand("curl -sf -X POST " + etcd + "/v3/kv/compaction -d '{\"revision\":\"" + rev +
+                                    "\",\"physical\":true}'",
+                                &out),
+            0)
+      << out;
+  // The watch ends within 2 s; the re-watch from the old resourceVersion gets 410 and the Informer re-lists.
+  ASSERT_TRUE(WaitFor([&] { return inf.stats().gone >= 1 && inf.stats().lists >= 2; }, 20s))
+      << "gone=" << inf.stats().gone << " lists=" << inf.stats().lists;
+  ASSERT_TRUE(CreateCm("b").ok());
+  EXPECT_TRUE(WaitFor([&] { return ev.Saw(Informer::EventType::kAdded, "b"); }, 10s))
+      << "no events after the re-list";
+}
+
+TEST_F(KubeTest, WatchSurvivesApiserverRestart) {
+  ASSERT_TRUE(CreateCm("a").ok());
+  Events ev;
+  Informer::Options o;
+  o.backoff_max = 1s;
+  Informer inf(admin(), clock_, CmPath(), "", ev.Cb(), o);
+  ASSERT_TRUE(WaitFor([&] { return inf.synced(); }, 10s));
+  std::string err;
+  ASSERT_TRUE(g_cp->RestartApiserver(&err)) << err;
+  ASSERT_TRUE(WaitFor([&] { return CreateCm("after-restart").ok(); }, 30s));
+  EXPECT_TRUE(WaitFor([&] { return ev.Saw(Informer::EventType::kAdded, "after-restart"); }, 30s))
+      << "the watch did not resume after the apiserver restart (watches started: " << inf.stats().watches << ")";
+  EXPECT_GE(inf.stats().watches, 2);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+KubernetesRuntimeOptions RtOpts(const std::string& ns) {
+  KubernetesRuntimeOptions o;
+  o.namespace_ = ns;
+  o.image = "falcon-analyzer:test";
+  o.termination_grace_seconds = 2;
+  return o;
+}
+
+runtime::PodSpec ShSpec(const std::string& id, const std::string& script) {
+  runtime::PodSpec s;
+  s.name = "falcon-analysis-" + id;
+  s.labels = {{runtime::kAnalysisIdLabel, id}, {runtime::kManagedByLabel, runtime::kManagedByValue},
+              {runtime::kExpIdLabel, "exp1"}};
+  s.annotations = {{"falcon.dev/command", script}};
+  s.args = {"sh", "-c", script};
+  s.env = {{"FALCON_ANALYSIS_ID", id}};
+  s.resources = {"100m", "1", "64Mi", "256Mi"};
+  s.active_deadline_seconds = 600;
+  return s;
+}
+
+TEST_F(KubeTest, PodAsCreatedPassesRestrictedPodSecurity) {
+  KubernetesRuntime rt(admin(), clock_, RtOpts(ns_));
+  auto spec = ShSpec("spec1", "true");
+  ASSERT_TRUE(rt.Create(spec).ok());
+  EXPECT_EQ(rt.Create(spec).code(), absl::StatusCode::kAlreadyExists) << "create twice -> adopt";
+  auto pod = admin().Get("/api/v1/namespaces/" + ns_ + "/pods/falcon-analysis-spec1");
+  ASSERT_TRUE(pod.ok());
+  const json& p = *pod;
+  EXPECT_EQ(p["metadata"]["labels"]["falcon.dev/analysis-id"], "spec1");
+  EXPECT_EQ(p["metadata"]["labels"]["app.kubernetes.io/managed-by"], "analyzer-controller");
+  EXPECT_EQ(p["spec"]["restartPolicy"], "Never");
+  EXPECT_EQ(p["spec"]["activeDeadlineSeconds"], 600);
+  EXPECT_EQ(p["spec"]["automountServiceAccountToken"], false);
+  const json& c = p["spec"]["containers"][0];
+  EXPECT_EQ(c["command"], json::array({"sh"}));
+  EXPECT_EQ(c["args"], json::array({"-c", "true"}));
+  EXPECT_EQ(c["env"][0]["name"], "FALCON_ANALYSIS_ID");
+  EXPECT_EQ(c["resources"]["requests"]["cpu"], "100m");
+  EXPECT_EQ(c["resources"]["limits"]["memory"], "256Mi");
+  EXPECT_EQ(c["securityContext"]["readOnlyRootFilesystem"], true);
+  EXPECT_EQ(c["securityContext"]["allowPrivilegeEscalation"], false);
+  EXPECT_EQ(c["securityContext"]["capabilities"]["drop"], json::array({"ALL"}));
+  EXPECT_EQ(p["spec"]["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+  EXPECT_EQ(p["spec"]["securityContext"]["runAsNonRoot"], true);
+
+  // The namespace really enforces "restricted": a Pod without the security context is refused.
+  json bad = {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", {{"name", "bad"}}},
+              {"spec", {{"containers", json::array({{{"name", "c"}, {"image", "x"}}})}}}};
+  auto refused = admin().Post("/api/v1/namespaces/" + ns_ + "/pods", bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
+  EXPECT_NE(std::string(refused.status().message()).find("PodSecurity"), std::string::npos);
+}
+
+TEST_F(KubeTest, PodRunsToCompletionWithExitCodeAndLogs) {
+  KubernetesRuntime rt(admin(), clock_, RtOpts(ns_));
+  std::mutex mu;
+  std::vector<runtime::PodEvent> events;
+  auto watch = rt.Watch({{runtime::kExpIdLabel, "exp1"}}, [&](const runtime::PodEvent& e) {
+    std::lock_guard<std::mutex> l(mu);
+    events.push_back(e);
+  });
+  ASSERT_TRUE(rt.Create(ShSpec("ok1", "echo hello from the pod; echo to-stderr >&2")).ok());
+  ASSERT_TRUE(rt.Create(ShSpec("fail1", "echo failing; exit 3")).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    auto s = rt.Get("falcon-analysis-ok1");
+    return s.ok() && s->phase == runtime::PodPhase::kSucceeded;
+  }, 60s)) << "Pod did not succeed (is the fake kubelet running? see kubelet.log)";
+  ASSERT_TRUE(WaitFor([&] {
+    auto s = rt.Get("falcon-analysis-fail1");
+    return s.ok() && s->phase == runtime::PodPhase::kFailed;
+  }, 60s));
+  auto ok = rt.Get("falcon-analysis-ok1");
+  EXPECT_EQ(ok->exit_code, 0);
+  EXPECT_EQ(ok->reason, "Completed");
+  EXPECT_TRUE(ok->started_at.has_value());
+  EXPECT_TRUE(ok->finished_at.has_value());
+  auto fail = rt.Get("falcon-analysis-fail1");
+  EXPECT_EQ(fail->exit_code, 3);
+  EXPECT_EQ(fail->reason, "Error");
+
+  auto logs = rt.ReadLogs("falcon-analysis-ok1");
+  ASSERT_TRUE(logs.ok()) << logs.status();
+  EXPECT_NE(logs->find("hello from the pod"), std::string::npos) << *logs;
+  EXPECT_NE(logs->find("to-stderr"), std::string::npos);
+  auto tail = rt.ReadLogs("falcon-analysis-ok1", 5);
+  ASSERT_TRUE(tail.ok());
+  EXPECT_EQ(*tail, logs->substr(5));
+
+  auto list = rt.List({{runtime::kExpIdLabel, "exp1"}});
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->size(), 2u);
+  ASSERT_TRUE(WaitFor([&] {
+    std::lock_guard<std::mutex> l(mu);
+    for (auto& e : events) {
+      if (e.pod.name == "falcon-analysis-fail1" && e.pod.phase == runtime::PodPhase::kFailed) return true;
+    }
+    return false;
+  }, 10s)) << "the watch did not deliver the Failed phase";
+  EXPECT_EQ(rt.ReadLogs("falcon-analysis-absent").status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(KubeTest, FollowLogsAndDeleteWithGrace) {
+  KubernetesRuntime rt(admin(), clock_, RtOpts(ns_));
+  std::atomic<bool> deleted{false};
+  auto watch = rt.Watch({{runtime::kAnalysisIdLabel, "long1"}}, [&](const runtime::PodEvent& e) {
+    if (e.type == runtime::PodEvent::Type::kDeleted) deleted = true;
+  });
+  ASSERT_TRUE(rt.Create(ShSpec("long1", "for i in 1 2 3 4 5 6 7 8 9 10; do echo tick $i; sleep 0.3; done; sleep 300")).ok());
+  ASSERT_TRUE(WaitFor([&] {
+    auto s = rt.Get("falcon-analysis-long1");
+    return s.ok() && s->phase == runtime::PodPhase::kRunning;
+  }, 60s));
+  std::mutex fmu;
+  std::string followed;
+  std::atomic<bool> stop{false}, got5{false};
+  std::thread follower([&] {
+    (void)rt.FollowLogs("falcon-analysis-long1", [&](std::string_view d) {
+      std::lock_guard<std::mutex> l(fmu);
+      followed.append(d);
+      if (followed.find("tick 5") != std::string::npos) got5 = true;
+      return !got5.load();  // stop once tick 5 arrived
+    }, [&] { return stop.load(); });
+  });
+  bool got = WaitFor([&] { return got5.load(); }, 30s);
+  stop = true;
+  follower.join();
+  EXPECT_TRUE(got) << "the followed log did not deliver tick 5 while the Pod ran";
+  {
+    std::lock_guard<std::mutex> l(fmu);
+    EXPECT_NE(followed.find("tick 1"), std::string::npos) << followed;
+  }
+
+  ASSERT_TRUE(rt.Delete("falcon-analysis-long1", 1).ok());
+  EXPECT_TRUE(WaitFor([&] { return rt.Get("falcon-analysis-long1").status().code() == absl::StatusCode::kNotFound; }, 30s));
+  EXPECT_TRUE(WaitFor([&] { return deleted.load(); }, 10s));
+  EXPECT_EQ(rt.Delete("falcon-analysis-long1", 1).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(KubeTest, StatusMappingOfWrittenStatuses) {
+  // Write the status a real kubelet would for eviction, OOM and image pulls; the fake kubelet leaves these
+  // Pods alone.
+  KubernetesRuntime rt(admin(), clock_, RtOpts(ns_));
+  auto spec = ShSpec("oom1", "true");
+  spec.annotations["falcon.dev/fake-kubelet"] = "ignore";
+  ASSERT_TRUE(rt.Create(spec).ok());
+  std::string path = "/api/v1/namespaces/" + ns_ + "/pods/falcon-analysis-oom1/status";
+  json st = {{"status",
+              {{"phase", "Pending"},
+               {"containerStatuses",
+                json::array({{{"name", "runner"}, {"ready", false}, {"restartCount", 0}, {"image", "x"}, {"imageID", ""},
+                              {"state", {{"waiting", {{"reason", "ImagePullBackOff"}, {"message", "Back-off pulling image"}}}}}}})}}}};
+  ASSERT_TRUE(admin().Patch(path, st, "application/merge-patch+json").ok());
+  auto s = rt.Get("falcon-analysis-oom1");
+  EXPECT_EQ(s->phase, runtime::PodPhase::kPending);
+  EXPECT_EQ(s->reason, "ImagePullBackOff");
+  st["status"]["phase"] = "Failed";
+  st["status"]["containerStatuses"][0]["state"] = {
+      {"terminated", {{"exitCode", 137}, {"reason", "OOMKilled"}, {"startedAt", "2024-01-01T00:00:00Z"},
+                      {"finishedAt", "2024-01-01T00:00:01Z"}}}};
+  ASSERT_TRUE(admin().Patch(path, st, "application/merge-patch+json").ok());
+  s = rt.Get("falcon-analysis-oom1");
+  EXPECT_EQ(s->phase, runtime::PodPhase::kFailed);
+  EXPECT_EQ(s->exit_code, 137);
+  EXPECT_EQ(s->reason, "OOMKilled");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+
+class SwitchableLease : public LeaseClient {
+ public:
+  explicit SwitchableLease(std::unique_ptr<LeaseClient> inner) : inner_(std::move(inner)) {}
+  absl::StatusOr<LeaseRecord> Get() override { return down ? absl::UnavailableError("partitioned") : inner_->Get(); }
+  absl::StatusOr<LeaseRecord> Create(const LeaseRecord& r) override {
+    return down ? absl::UnavailableError("partitioned") : inner_->Create(r);
+  }
+  absl::StatusOr<LeaseRecord> Update(const LeaseRecord& r) override {
+    return down ? absl::UnavailableError("partitioned") : inner_->Update(r);
+  }
+  std::atomic<bool> down{false};
+
+ private:
+  std::unique_ptr<LeaseClient> inner_;
+};
+
+TEST_F(KubeTest, LeaseElectionTakeoverAndRelease) {
+  SystemRandom rnd;
+  LeaseElectorOptions oa;
+  oa.identity = "replica-a";
+  oa.lease_duration = 3s;
+  oa.renew_deadline = 2s;
+  oa.retry_period = 500ms;
+  LeaseElectorOptions ob = oa;
+  ob.identity = "replica-b";
+  SwitchableLease la(NewKubeLeaseClient(admin(), ns_, "analyzer-controller"));
+  SwitchableLease lb(NewKubeLeaseClient(admin(), ns_, "analyzer-controller"));
+  LeaseElector a(la, clock_, rnd, oa), b(lb, clock_, rnd, ob);
+  std::atomic<int> a_stops{0};
+  std::atomic<int64_t> b_epoch{0};
+  a.Start({[](int64_t) {}, [&] { ++a_stops; }});
+  ASSERT_TRUE(WaitFor([&] { return a.IsLeader(); }, 10s));
+  b.Start({[&](int64_t e) { b_epoch = e; }, [] {}});
+  std::this_thread::sleep_for(4s);  // longer than the lease: A renews, B must stay standby
+  EXPECT_TRUE(a.IsLeader());
+  EXPECT_FALSE(b.IsLeader());
+  const int64_t epoch_a = a.Epoch();
+  EXPECT_GE(epoch_a, 1);
+  auto lease = admin().Get("/apis/coordination.k8s.io/v1/namespaces/" + ns_ + "/leases/analyzer-controller");
+  ASSERT_TRUE(lease.ok());
+  EXPECT_EQ((*lease)["spec"]["holderIdentity"], "replica-a");
+  EXPECT_EQ((*lease)["spec"]["leaseDurationSeconds"], 3);
+
+  // A is partitioned (a paused or crashed leader): it stops within the renew deadline, and B takes over
+  // within the lease duration (+ a retry period with jitter), with a higher epoch.
+  auto cut = std::chrono::steady_clock::now();
+  la.down = true;
+  ASSERT_TRUE(WaitFor([&] { return !a.IsLeader(); }, 5s));
+  EXPECT_LE(std::chrono::steady_clock::now() - cut, 2s + 1s);
+  ASSERT_TRUE(WaitFor([&] { return b.IsLeader(); }, 10s));
+  EXPECT_LE(std::chrono::steady_clock::now() - cut, 3s + 1500ms);
+  EXPECT_EQ(a_stops, 1);
+  EXPECT_GT(b_epoch, epoch_a);
+
+  // B stops cleanly and releases; A (reconnected) takes over well before a lease duration.
+  la.down = false;
+  b.Stop();
+  auto released = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor([&] { return a.IsLeader(); }, 10s));
+  EXPECT_LE(std::chrono::steady_clock::now() - released, 2s);
+  EXPECT_GT(a.Epoch(), b_epoch);
+  a.Stop();
+  lease = admin().Get("/apis/coordination.k8s.io/v1/namespaces/" + ns_ + "/leases/analyzer-controller");
+  EXPECT_EQ((*lease)["spec"]["holderIdentity"], "");
+}
+
+
+// ---------------------------------------------------------------------------------------------------------
+// deploy/kubernetes/ against the real apiserver: server-side dry-run of everything, then the RBAC for real,
+// checked as the controller's ServiceAccount (with a real token from the TokenRequest API, and by
+// impersonation).
+
+TEST(DeployManifestsTest, ApplyAndRbacIsLeastPrivilege) {
+  ASSERT_NE(g_cp, nullptr);
+  const std::string dir = std::string(FALCON_SOURCE_DIR) + "/deploy/kubernetes";
+  std::string out;
+  // The namespace first (the dry-run of namespaced objects needs it), then everything validated by the server.
+  ASSERT_EQ(g_cp->Kubectl("apply -f " + dir + "/00-namespace.yaml -f " + dir + "/10-rbac.yaml", &out), 0) << out;
+  ASSERT_EQ(g_cp->Kubectl("apply --dry-run=server -f " + dir, &out), 0) << out;
+  EXPECT_EQ(out.find("would violate PodSecurity"), std::string::npos) << out;
+
+  const std::string sa = "system:serviceaccount:falcon:analyzer-controller";
+  for (const char* allowed : {"create pods", "delete pods", "watch pods", "get pods/log", "update leases.coordination.k8s.io"}) {
+    EXPECT_EQ(g_cp->Kubectl(std::string("auth can-i -n falcon --as=") + sa + " " + allowed, &out), 0)
+        << allowed << ": " << out;
+  }
+  for (const char* denied : {"list secrets", "get secrets", "create deployments.apps", "update pods",
+                             "create pods/exec", "list pods --all-namespaces", "delete leases.coordination.k8s.io"}) {
+    EXPECT_NE(g_cp->Kubectl(std::string("auth can-i -n falcon --as=") + sa + " " + denied, &out), 0)
+        << denied << " must be denied: " << out;
+  }
+
+  // A real ServiceAccount token (the path used in-cluster), re-read from a file.
+  auto tr = g_cp->admin().Post("/api/v1/namespaces/falcon/serviceaccounts/analyzer-controller/token",
+                               {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"},
+                                {"spec", {{"expirationSeconds", 3600}}}});
+  ASSERT_TRUE(tr.ok()) << tr.status();
+  char tmpl[] = "/tmp/falcon-sa-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  std::string token_file = std::string(tmpl) + "/token";
+  {
+    std::ofstream f(token_file);
+    f << (*tr)["status"]["token"].get<std::string>();
+  }
+  auto cfg = *LoadKubeconfig(g_cp->kubeconfig());
+  cfg.client_cert_pem.clear();
+  cfg.client_key_pem.clear();
+  cfg.token_file = token_file;
+  cfg.namespace_ = "falcon";
+  SystemClock clock;
+  KubeClient as_sa(cfg, clock);
+
+  KubernetesRuntime rt(as_sa, clock, RtOpts("falcon"));
+  auto spec = ShSpec("rbac1", "true");
+  spec.annotations["falcon.dev/fake-kubelet"] = "ignore";
+  ASSERT_TRUE(rt.Create(spec).ok()) << "the ServiceAccount must be able to create analysis Pods";
+  EXPECT_TRUE(rt.List({{runtime::kAnalysisIdLabel, "rbac1"}}).ok());
+  EXPECT_TRUE(rt.Get("falcon-analysis-rbac1").ok());
+  EXPECT_TRUE(rt.Delete("falcon-analysis-rbac1", 0).ok());
+
+  SystemRandom rnd;
+  auto lease = NewKubeLeaseClient(as_sa, "falcon", "analyzer-controller");
+  LeaseElectorOptions lo;
+  lo.identity = "rbac-test";
+  LeaseElector el(*lease, clock, rnd, lo);
+  el.Start({});
+  EXPECT_TRUE(WaitFor([&] { return el.IsLeader(); }, 10s)) << "the ServiceAccount must be able to hold its Lease";
+  el.Stop();
+
+  auto secrets = as_sa.Get("/api/v1/namespaces/falcon/secrets");
+  EXPECT_EQ(secrets.status().code(), absl::StatusCode::kPermissionDenied) << secrets.status();
+  auto other_ns = as_sa.Get("/api/v1/namespaces/default/pods");
+  EXPECT_EQ(other_ns.status().code(), absl::StatusCode::kPermissionDenied) << other_ns.status();
+  std::filesystem::remove_all(tmpl);
+}
+
+}  // namespace
+}  // namespace falcon::kube

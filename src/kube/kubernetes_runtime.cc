@@ -1,0 +1,243 @@
+#include "kube/kubernetes_runtime.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace falcon::kube {
+
+using runtime::PodPhase;
+using runtime::PodStatus;
+
+std::string FormatLabelSelector(const runtime::LabelSelector& selector) {
+  std::string out;
+  for (const auto& [k, v] : selector) {
+    if (!out.empty()) out += ",";
+    out += k + "=" + v;
+  }
+  return out;
+}
+
+json BuildPodManifest(const runtime::PodSpec& spec, const KubernetesRuntimeOptions& o) {
+  json labels = json::object();
+  for (const auto& [k, v] : spec.labels) labels[k] = v;
+  json annotations = json::object();
+  for (const auto& [k, v] : spec.annotations) annotations[k] = v;
+
+  json env = json::array();
+  for (const auto& [k, v] : spec.env) env.push_back({{"name", k}, {"value", v}});
+
+  json requests = json::object(), limits = json::object();
+  if (!spec.resources.cpu_request.empty()) requests["cpu"] = spec.resources.cpu_request;
+  if (!spec.resources.memory_request.empty()) requests["memory"] = spec.resources.memory_request;
+  if (!spec.resources.cpu_limit.empty()) limits["cpu"] = spec.resources.cpu_limit;
+  if (!spec.resources.memory_limit.empty()) limits["memory"] = spec.resources.memory_limit;
+  json resources = json::object();
+  if (!requests.empty()) resources["requests"] = requests;
+  if (!limits.empty()) resources["limits"] = limits;
+
+  json container = {
+      {"name", o.container_name},
+      {"image", o.image},
+      {"imagePullPolicy", o.image_pull_policy},
+      {"env", env},
+      {"resources", resources},
+      {"securityContext",
+       {{"allowPrivilegeEscalation", false},
+        {"readOnlyRootFilesystem", true},
+        {"runAsNonRoot", true},
+        {"runAsUser", o.run_as_user},
+        {"runAsGroup", o.run_as_group},
+        {"capabilities", {{"drop", json::array({"ALL"})}}},
+        {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
+      {"volumeMounts", json::array({{{"name", "work"}, {"mountPath", "/work"}},
+                                    {{"name", "tmp"}, {"mountPath", "/tmp"}}})},
+      {"terminationMessagePolicy", "FallbackToLogsOnError"},
+  };
+  // The Pod contract: args[0] is falcon-runner (the command), the rest are its flags.
+  if (!spec.args.empty()) {
+    container["command"] = json::array({spec.args[0]});
+    container["args"] = json(std::vector<std::string>(spec.args.begin() + 1, spec.args.end()));
+  }
+  json work_dir = json::object(), tmp_dir = json::object();
+  if (!o.work_size_limit.empty()) work_dir["sizeLimit"] = o.work_size_limit;
+  if (!o.tmp_size_limit.empty()) tmp_dir["sizeLimit"] = o.tmp_size_limit;
+
+  json pod_spec = {
+      {"restartPolicy", "Never"},
+      {"automountServiceAccountToken", false},
+      {"enableServiceLinks", false},
+      {"terminationGracePeriodSeconds", o.termination_grace_seconds},
+      {"securityContext",
+       {{"runAsNonRoot", true},
+        {"runAsUser", o.run_as_user},
+        {"runAsGroup", o.run_as_group},
+        {"fsGroup", o.run_as_group},
+        {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
+      {"containers", json::array({container})},
+      {"volumes", json::array({{{"name", "work"}, {"emptyDir", work_dir}}, {{"name", "tmp"}, {"emptyDir", tmp_dir}}})},
+  };
+  if (spec.active_deadline_seconds > 0) pod_spec["activeDeadlineSeconds"] = spec.active_deadline_seconds;
+  if (!o.service_account_name.empty()) pod_spec["serviceAccountName"] = o.service_account_name;
+  if (!o.priority_class_name.empty()) pod_spec["priorityClassName"] = o.priority_class_name;
+
+  json meta = {{"name", spec.name}, {"namespace", o.namespace_}, {"labels", labels}};
+  if (!annotations.empty()) meta["annotations"] = annotations;
+  return {{"apiVersion", "v1"}, {"kind", "Pod"}, {"metadata", meta}, {"spec", pod_spec}};
+}
+
+namespace {
+
+PodPhase PhaseFrom(const std::string& p) {
+  if (p == "Pending" || p.empty()) return PodPhase::kPending;
+  if (p == "Running") return PodPhase::kRunning;
+  if (p == "Succeeded") return PodPhase::kSucceeded;
+  if (p == "Failed") return PodPhase::kFailed;
+  return PodPhase::kUnknown;
+}
+
+std::string Str(const json& j, const char* k) {
+  if (!j.is_object() || !j.contains(k) || !j[k].is_string()) return "";
+  return j[k].get<std::string>();
+}
+
+}  // namespace
+
+PodStatus PodStatusFromObject(const json& pod) {
+  PodStatus s;
+  const json meta = pod.value("metadata", json::object());
+  const json status = pod.value("status", json::object());
+  s.name = Str(meta, "name");
+  if (meta.contains("labels") && meta["labels"].is_object()) {
+    for (auto it = meta["labels"].begin(); it != meta["labels"].end(); ++it) {
+      if (it.value().is_string()) s.labels[it.key()] = it.value().get<std::string>();
+    }
+  }
+  if (auto t = ParseTime(Str(meta, "creationTimestamp"))) s.created_at = *t;
+  s.deleting = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
+  s.phase = PhaseFrom(Str(status, "phase"));
+  if (auto t = ParseTime(Str(status, "startTime"))) s.started_at = *t;
+
+  // The container's state.
+  if (status.contains("containerStatuses") && status["containerStatuses"].is_array() &&
+      !status["containerStatuses"].empty()) {
+    const json& cs = status["containerStatuses"][0];
+    const json state = cs.value("state", json::object());
+    if (state.contains("terminated") && state["terminated"].is_object()) {
+      const json& t = state["terminated"];
+      s.exit_code = t.value("exitCode", 0);
+      s.reason = Str(t, "reason");
+      s.message = Str(t, "message");
+      if (auto ft = ParseTime(Str(t, "finishedAt"))) s.finished_at = *ft;
+    } else if (state.contains("waiting") && state["waiting"].is_object()) {
+      std::string r = Str(state["waiting"], "reason");
+      if (r != "ContainerCreating" && r != "PodInitializing") {
+        s.reason = r;
+        s.message = Str(state["waiting"], "message");
+      }
+    }
+  }
+  // Pod-level reasons (eviction, deadline) win over the container's "Error".
+  std::string pod_reason = Str(status, "reason");
+  if (!pod_reason.empty()) {
+    s.reason = pod_reason;
+    std::string m = Str(status, "message");
+    if (!m.empty()) s.message = m;
+  }
+  // Unschedulable: PodScheduled=False.
+  if (s.phase == PodPhase::kPending && s.reason.empty() && status.contains("conditions") &&
+      status["conditions"].is_array()) {
+    for (const auto& c : status["conditions"]) {
+      if (Str(c, "type") == "PodScheduled" && Str(c, "status") == "False") {
+        s.reason = Str(c, "reason").empty() ? "Unschedulable" : Str(c, "reason");
+        s.message = Str(c, "message");
+      }
+    }
+  }
+  if (s.phase == PodPhase::kFailed && s.reason.empty()) s.reason = "Error";
+  return s;
+}
+
+KubernetesRuntime::KubernetesRuntime(KubeClient& client, Clock& clock, KubernetesRuntimeOptions options)
+    : client_(client), clock_(clock), options_(std::move(options)) {}
+
+std::string KubernetesRuntime::PodsPath() const {
+  return absl::StrCat("/api/v1/namespaces/", options_.namespace_, "/pods");
+}
+
+absl::Status KubernetesRuntime::Create(const runtime::PodSpec& spec) {
+  if (spec.name.empty()) return absl::InvalidArgumentError("PodSpec.name is empty");
+  if (options_.image.empty()) {
+    return absl::FailedPreconditionError("no analysis image configured (--analysis-image)");
+  }
+  auto r = client_.Post(PodsPath(), BuildPodManifest(spec, options_));
+  if (r.ok()) return absl::OkStatus();
+  return r.status();
+}
+
+absl::Status KubernetesRuntime::Delete(const std::string& name, int grace_seconds) {
+  json opts = {{"apiVersion", "v1"}, {"kind", "DeleteOptions"}, {"gracePeriodSeconds", grace_seconds},
+               {"propagationPolicy", "Background"}};
+  auto r = client_.Delete(PodsPath() + "/" + name, opts);
+  if (r.ok()) return absl::OkStatus();
+  return r.status();
+}
+
+absl::StatusOr<PodStatus> KubernetesRuntime::Get(const std::string& name) {
+  auto r = client_.Get(PodsPath() + "/" + name);
+  if (!r.ok()) return r.status();
+  return PodStatusFromObject(*r);
+}
+
+absl::StatusOr<std::vector<PodStatus>> KubernetesRuntime::List(const runtime::LabelSelector& selector) {
+  auto r = client_.List(PodsPath(), FormatLabelSelector(selector));
+  if (!r.ok()) return r.status();
+  std::vector<PodStatus> out;
+  out.reserve(r->items.size());
+  for (const auto& it : r->items) out.push_back(PodStatusFromObject(it));
+  return out;
+}
+
+namespace {
+class InformerHandle : public runtime::WatchHandle {
+ public:
+  explicit InformerHandle(std::unique_ptr<Informer> inf) : inf_(std::move(inf)) {}
+
+ private:
+  std::unique_ptr<Informer> inf_;
+};
+}  // namespace
+
+std::unique_ptr<runtime::WatchHandle> KubernetesRuntime::Watch(
+    const runtime::LabelSelector& selector, std::function<void(const runtime::PodEvent&)> on_event) {
+  auto cb = [on_event = std::move(on_event)](Informer::EventType t, const json& obj) {
+    runtime::PodEvent ev{runtime::PodEvent::Type::kAdded, PodStatusFromObject(obj)};
+    if (t == Informer::EventType::kModified) ev.type = runtime::PodEvent::Type::kModified;
+    if (t == Informer::EventType::kDeleted) ev.type = runtime::PodEvent::Type::kDeleted;
+    on_event(ev);
+  };
+  return std::make_unique<InformerHandle>(
+      std::make_unique<Informer>(client_, clock_, PodsPath(), FormatLabelSelector(selector), std::move(cb)));
+}
+
+absl::StatusOr<std::string> KubernetesRuntime::ReadLogs(const std::string& name, int64_t offset) {
+  auto r = client_.Do("GET", absl::StrCat(PodsPath(), "/", name, "/log?container=", options_.container_name));
+  if (!r.ok()) return r.status();
+  if (r->code == 404) return StatusFromResponse(*r, "GET log of Pod " + name);
+  if (r->code == 400) {
+    // "container ... is waiting to start" / not yet scheduled: no log yet, if the Pod still exists.
+    auto pod = Get(name);
+    if (!pod.ok()) return pod.status();
+    return std::string();
+  }
+  if (r->code < 200 || r->code >= 300) return StatusFromResponse(*r, "GET log of Pod " + name);
+  if (offset >= static_cast<int64_t>(r->body.size())) return std::string();
+  return r->body.substr(offset < 0 ? 0 : offset);
+}
+
+absl::Status KubernetesRuntime::FollowLogs(const std::string& name,
+                                           const std::function<bool(std::string_view)>& on_data,
+                                           const std::function<bool()>& should_stop) {
+  return client_.Stream(absl::StrCat(PodsPath(), "/", name, "/log?follow=true&container=", options_.container_name),
+                        on_data, should_stop, std::chrono::milliseconds(0));
+}
+
+}  // namespace falcon::kube

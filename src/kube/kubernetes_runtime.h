@@ -1,0 +1,72 @@
+// KubernetesRuntime: PodRuntime on the Kubernetes API — one analysis, one Pod in one namespace.
+// Pods are built per docs/architecture.md (falcon-runner command/env contract) with the Pod Security
+// "restricted" profile: non-root, no privilege escalation, all capabilities dropped, seccomp RuntimeDefault,
+// read-only root filesystem with emptyDir volumes at /work and /tmp, no service-account token.
+// Thread-safe.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "kube/kube_client.h"
+#include "runtime/pod_runtime.h"
+
+namespace falcon::kube {
+
+struct KubernetesRuntimeOptions {
+  std::string namespace_ = "default";
+  std::string image;                       // the analysis image (falcon-runner + plugins on PATH)
+  std::string image_pull_policy = "IfNotPresent";
+  int64_t run_as_user = 65532;             // non-zero (restricted)
+  int64_t run_as_group = 65532;
+  std::string container_name = "runner";
+  std::string work_size_limit = "10Gi";    // emptyDir sizeLimit of /work ("" for none)
+  std::string tmp_size_limit = "1Gi";      // emptyDir sizeLimit of /tmp
+  int64_t termination_grace_seconds = 30;  // SIGTERM to SIGKILL (the runner uploads output.log on SIGTERM)
+  std::string service_account_name;        // "" : the namespace's default (its token is never mounted)
+  std::string priority_class_name;         // optional
+};
+
+// The Pod manifest for `spec` (pure; exposed for tests and for `--dry-run` output).
+json BuildPodManifest(const runtime::PodSpec& spec, const KubernetesRuntimeOptions& options);
+
+// Maps a Pod object to PodStatus: phase; the container's terminated exitCode/reason (Completed, Error,
+// OOMKilled)/message; Pod-level reasons (Evicted, DeadlineExceeded) with their message; while Pending, the
+// cause (Unschedulable from the PodScheduled condition; ImagePullBackOff, ErrImagePull, InvalidImageName,
+// CreateContainerConfigError from the waiting state); deletionTimestamp -> deleting.
+runtime::PodStatus PodStatusFromObject(const json& pod);
+
+// "k=v,k2=v2"
+std::string FormatLabelSelector(const runtime::LabelSelector& selector);
+
+class KubernetesRuntime : public runtime::PodRuntime {
+ public:
+  // `client` and `clock` must outlive the runtime.
+  KubernetesRuntime(KubeClient& client, Clock& clock, KubernetesRuntimeOptions options);
+
+  absl::Status Create(const runtime::PodSpec& spec) override;
+  absl::Status Delete(const std::string& name, int grace_seconds) override;
+  absl::StatusOr<runtime::PodStatus> Get(const std::string& name) override;
+  absl::StatusOr<std::vector<runtime::PodStatus>> List(const runtime::LabelSelector& selector) override;
+  std::unique_ptr<runtime::WatchHandle> Watch(const runtime::LabelSelector& selector,
+                                              std::function<void(const runtime::PodEvent&)> on_event) override;
+  // The container log from `offset`. "" while the Pod has not started; NOT_FOUND if the Pod is gone.
+  absl::StatusOr<std::string> ReadLogs(const std::string& name, int64_t offset = 0) override;
+
+  // Follows the log (`follow=true`) from the start: `on_data` gets chunks until the container ends (OK),
+  // `should_stop` returns true (CANCELLED), or the stream fails.
+  absl::Status FollowLogs(const std::string& name, const std::function<bool(std::string_view)>& on_data,
+                          const std::function<bool()>& should_stop);
+
+  const KubernetesRuntimeOptions& options() const { return options_; }
+
+ private:
+  std::string PodsPath() const;
+
+  KubeClient& client_;
+  Clock& clock_;
+  const KubernetesRuntimeOptions options_;
+};
+
+}  // namespace falcon::kube
