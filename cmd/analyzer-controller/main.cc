@@ -1,0 +1,377 @@
+// analyzer-controller: the lifecycle of every analysis (see src/controller/ and docs/controller.md).
+// main() only parses flags (and an optional YAML config file with the same keys; flags win), wires the
+// objects together and runs until SIGTERM/SIGINT: then it stops acting, releases its lease and exits.
+#include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <thread>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "controller/api_client.h"
+#include "controller/catalog.h"
+#include "controller/controller.h"
+#include "controller/http_server.h"
+#include "controller/metrics.h"
+#include "controller/pod_builder.h"
+#include "controller/service.h"
+#include "kube/kube_client.h"
+#include "kube/kubernetes_runtime.h"
+#include "kube/lease_elector.h"
+#include "leader/lease_file_elector.h"
+#include "leader/leader_elector.h"
+#include "objstore/gcs_store.h"
+#include "objstore/object_store.h"
+#include "runtime/local_runtime.h"
+#include "spdlog/spdlog.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using falcon::controller::ControllerConfig;
+
+struct Flags {
+  std::string api_server;
+  std::string grpc_listen = "127.0.0.1:9091";
+  std::string http_listen = "127.0.0.1:9092";
+  std::string runtime = "local";
+  std::string state_dir;
+  std::string object_store;
+  std::string plugin_catalog;
+  int offline_concurrency = 4;
+  int online_concurrency = 8;
+  double poll_interval = 10;
+  bool leader_elect = false;
+  std::string identity;
+  double lease_duration = 15;
+  std::string lease_file;
+  double resync_interval = 10;
+  int workers = 4;
+  int poll_batch = 100;
+  double backoff_base = 0.5;
+  double backoff_max = 60;
+  int max_create_attempts = 5;
+  double pod_start_timeout = 300;
+  int64_t default_timeout = 3600;
+  int delete_grace = 10;
+  int64_t finished_pod_retention = 3600;
+  std::string default_resources = "100m,1,128Mi,1Gi";
+  int log_upload_interval = 5;
+  std::string config;
+  std::string log_level = "info";
+  std::string log_format = "text";
+  // --runtime=kubernetes
+  std::string kubeconfig;  // empty: in-cluster
+  std::string kube_namespace;  // empty: the kubeconfig's / Pod's namespace
+  std::string analysis_image;
+  std::string lease_name = "analyzer-controller";
+  double renew_deadline = 10;
+  double retry_period = 2;
+  double kube_qps = 20;
+  int kube_burst = 30;
+};
+
+fs::path BinDir() {
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? fs::current_path() : exe.parent_path();
+}
+
+std::chrono::milliseconds Ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+// The PodRuntime and the LeaderElector for --runtime and --leader-elect. One place to add a backend
+// (e.g. --runtime=kubernetes with a Lease elector).
+struct Backends {
+  // Kubernetes clients first: they must outlive the runtime and the elector that use them.
+  std::unique_ptr<falcon::Random> random;
+  std::unique_ptr<falcon::kube::KubeClient> kube, kube_lease;
+  std::unique_ptr<falcon::kube::LeaseClient> lease;
+  std::unique_ptr<falcon::runtime::PodRuntime> runtime;
+  std::unique_ptr<falcon::leader::LeaderElector> elector;
+};
+
+absl::StatusOr<Backends> MakeBackends(const Flags& f, falcon::Clock& clock) {
+  Backends b;
+  if (f.runtime == "local") {
+    if (f.state_dir.empty()) {
+      return absl::InvalidArgumentError("--runtime=local needs --state-dir=DIR (where local Pods live)");
+    }
+    std::error_code ec;
+    fs::create_directories(f.state_dir, ec);
+    if (ec) {
+      return absl::InvalidArgumentError("cannot create --state-dir=" + f.state_dir + ": " + ec.message());
+    }
+    falcon::runtime::LocalRuntimeOptions opts;
+    b.runtime = std::make_unique<falcon::runtime::LocalRuntime>(fs::absolute(f.state_dir), BinDir(), opts);
+    if (f.leader_elect) {
+      falcon::leader::LeaseFileOptions lo;
+      lo.path = f.lease_file.empty() ? fs::absolute(f.state_dir) / "leader.lease" : fs::path(f.lease_file);
+      lo.identity = f.identity;
+      // The lock dies with its holder; a standby notices within one retry period, a fraction of the lease.
+      lo.retry_period = std::max<falcon::Duration>(std::chrono::milliseconds(100), Ms(f.lease_duration / 5));
+      b.elector = falcon::leader::NewLeaseFileElector(lo, clock);
+    } else {
+      b.elector = falcon::leader::NewAlwaysLeader();
+    }
+    return b;
+  }
+  if (f.runtime == "kubernetes") {
+    auto cfg = f.kubeconfig.empty() ? falcon::kube::InClusterConfig() : falcon::kube::LoadKubeconfig(f.kubeconfig);
+    if (!cfg.ok()) return cfg.status();
+    if (!f.kube_namespace.empty()) cfg->namespace_ = f.kube_namespace;
+    if (f.analysis_image.empty()) {
+      return absl::InvalidArgumentError("--runtime=kubernetes needs --analysis-image=IMAGE (falcon-runner + plugins)");
+    }
+    falcon::kube::ClientOptions co;
+    co.qps = f.kube_qps;
+    co.burst = f.kube_burst;
+    b.kube = std::make_unique<falcon::kube::KubeClient>(*cfg, clock, co);
+    falcon::kube::KubernetesRuntimeOptions ro;
+    ro.namespace_ = cfg->namespace_;
+    ro.image = f.analysis_image;
+    b.runtime = std::make_unique<falcon::kube::KubernetesRuntime>(*b.kube, clock, ro);
+    if (f.leader_elect) {
+      falcon::kube::LeaseElectorOptions lo;
+      lo.identity = f.identity;
+      lo.lease_duration = Ms(f.lease_duration);
+      lo.renew_deadline = Ms(f.renew_deadline);
+      lo.retry_period = Ms(f.retry_period);
+      if (absl::Status v = falcon::kube::ValidateLeaseElectorOptions(lo); !v.ok()) return v;
+      // Lease calls never wait longer than a retry period, so a leader notices a lost apiserver in time.
+      falcon::kube::ClientOptions lco;
+      lco.qps = 0;
+      lco.request_timeout = Ms(f.retry_period);
+      lco.connect_timeout = Ms(f.retry_period);
+      b.kube_lease = std::make_unique<falcon::kube::KubeClient>(*cfg, clock, lco);
+      b.lease = falcon::kube::NewKubeLeaseClient(*b.kube_lease, cfg->namespace_, f.lease_name);
+      b.random = std::make_unique<falcon::SystemRandom>();
+      b.elector = std::make_unique<falcon::kube::LeaseElector>(*b.lease, clock, *b.random, lo);
+    } else {
+      b.elector = falcon::leader::NewAlwaysLeader();
+    }
+    return b;
+  }
+  return absl::InvalidArgumentError("--runtime=" + f.runtime + " is not supported; use --runtime=local or kubernetes");
+}
+
+// Turns the YAML config file into "--key=value" arguments placed before the command line's, so flags win.
+absl::StatusOr<std::vector<std::string>> ConfigArgs(const std::string& path) {
+  std::vector<std::string> out;
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(path);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError("--config=" + path + ": line " + std::to_string(e.mark.line + 1) +
+                                      ": " + e.msg);
+  }
+  if (!root.IsMap()) return absl::InvalidArgumentError("--config=" + path + ": expected a mapping of flag: value");
+  for (const auto& kv : root) {
+    std::string key = kv.first.Scalar();
+    for (char& c : key) {
+      if (c == '_') c = '-';
+    }
+    if (!kv.second.IsScalar()) {
+      return absl::InvalidArgumentError("--config=" + path + ": line " + std::to_string(kv.second.Mark().line + 1) +
+                                        ": '" + key + "' must be a single value");
+    }
+    if (key == "config") continue;
+    out.push_back("--" + key + "=" + kv.second.Scalar());
+  }
+  return out;
+}
+
+std::atomic<bool> g_stop{false};
+int g_stop_pipe[2] = {-1, -1};
+
+void OnSignal(int) {
+  g_stop.store(true);
+  char c = 1;
+  ssize_t r = write(g_stop_pipe[1], &c, 1);
+  (void)r;
+}
+
+int Fail(const std::string& what) {
+  spdlog::error("{}", what);
+  std::cerr << "analyzer-controller: " << what << "\n";
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  CLI::App app{"analyzer-controller: admission, Pods, watch, recovery and leader election for analyses"};
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_option("--api-server", f.api_server, "API server gRPC address HOST:PORT (FalconAPIService)")->required();
+  app.add_option("--grpc-listen", f.grpc_listen, "AnalyzerControllerService address HOST:PORT")->capture_default_str();
+  app.add_option("--http-listen", f.http_listen, "/healthz, /readyz, /metrics address HOST:PORT")->capture_default_str();
+  app.add_option("--runtime", f.runtime, "where Pods run: local")->capture_default_str();
+  app.add_option("--state-dir", f.state_dir, "local runtime: the folder of local Pods (and the lease file)");
+  app.add_option("--object-store", f.object_store, "results, logs and scripts: file:///DIR or gs://BUCKET")->required();
+  bool create_bucket = false;
+  app.add_flag("--create-bucket", create_bucket, "gs:// only: create the bucket if it does not exist");
+  app.add_option("--plugin-catalog", f.plugin_catalog, "plugin catalog YAML (default <bindir>/../etc/plugins.yaml)");
+  app.add_option("--offline-concurrency", f.offline_concurrency, "offline Pods at once")->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--online-concurrency", f.online_concurrency, "online Pods at once")->capture_default_str()->check(CLI::Range(1, 100000));
+  app.add_option("--poll-interval", f.poll_interval, "seconds between offline polls")->capture_default_str()->check(CLI::Range(0.05, 86400.0));
+  app.add_flag("--leader-elect", f.leader_elect, "campaign for leadership (several replicas)");
+  app.add_option("--identity", f.identity, "this replica's name in the lease (default host:pid)");
+  app.add_option("--lease-duration", f.lease_duration, "seconds; a standby takes over within this")->capture_default_str()->check(CLI::Range(0.2, 3600.0));
+  app.add_option("--lease-file", f.lease_file, "local leader election lock file (default <state-dir>/leader.lease)");
+  app.add_option("--resync-interval", f.resync_interval, "seconds between full re-lists of Pods and records")->capture_default_str()->check(CLI::Range(0.05, 86400.0));
+  app.add_option("--workers", f.workers, "reconcile workers")->capture_default_str()->check(CLI::Range(1, 256));
+  app.add_option("--poll-batch", f.poll_batch, "(Exp, artifact) pairs per offline poll")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--backoff-base", f.backoff_base, "seconds, first retry delay")->capture_default_str()->check(CLI::Range(0.001, 3600.0));
+  app.add_option("--backoff-max", f.backoff_max, "seconds, retry delay cap")->capture_default_str()->check(CLI::Range(0.001, 86400.0));
+  app.add_option("--max-create-attempts", f.max_create_attempts, "Pod (re)creation attempts before FAILED")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--pod-start-timeout", f.pod_start_timeout, "seconds a Pod may stay Pending")->capture_default_str()->check(CLI::Range(1.0, 86400.0));
+  app.add_option("--default-timeout", f.default_timeout, "seconds a command without a plugin may run")->capture_default_str()->check(CLI::Range(1, 604800));
+  app.add_option("--delete-grace", f.delete_grace, "seconds between SIGTERM and SIGKILL on delete/cancel")->capture_default_str()->check(CLI::Range(0, 3600));
+  app.add_option("--finished-pod-retention", f.finished_pod_retention, "seconds finished Pods are kept (-1: forever, 0: delete at once)")->capture_default_str();
+  app.add_option("--default-resources", f.default_resources, "cpu_request,cpu_limit,memory_request,memory_limit")->capture_default_str();
+  app.add_option("--log-upload-interval", f.log_upload_interval, "seconds between the runner's output.log uploads")->capture_default_str()->check(CLI::Range(1, 3600));
+  app.add_option("--kubeconfig", f.kubeconfig, "kubernetes: kubeconfig file (default: in-cluster service account)");
+  app.add_option("--namespace", f.kube_namespace, "kubernetes: namespace of the analysis Pods and the Lease");
+  app.add_option("--analysis-image", f.analysis_image, "kubernetes: image of the analysis Pods");
+  app.add_option("--lease-name", f.lease_name, "kubernetes: name of the leader-election Lease")->capture_default_str();
+  app.add_option("--renew-deadline", f.renew_deadline, "kubernetes: seconds a leader may fail to renew")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--retry-period", f.retry_period, "kubernetes: seconds between Lease attempts")->capture_default_str()->check(CLI::Range(0.05, 600.0));
+  app.add_option("--kube-qps", f.kube_qps, "kubernetes: client requests per second (0: unlimited)")->capture_default_str();
+  app.add_option("--kube-burst", f.kube_burst, "kubernetes: client burst")->capture_default_str();
+  app.add_option("--config", f.config, "YAML file with the same keys as the flags (flags win)");
+  app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error")->capture_default_str();
+  app.add_option("--log-format", f.log_format, "text|json")->capture_default_str();
+
+  // --config first: its values go before the command line's so that flags win.
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string path;
+    if (args[i].rfind("--config=", 0) == 0) path = args[i].substr(9);
+    if (args[i] == "--config" && i + 1 < args.size()) path = args[i + 1];
+    if (path.empty()) continue;
+    auto extra = ConfigArgs(path);
+    if (!extra.ok()) return Fail(std::string(extra.status().message()));
+    args.insert(args.begin(), extra->begin(), extra->end());
+    break;
+  }
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
+  try {
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  falcon::InitLogging("analyzer-controller", f.log_level, f.log_format);
+  if (f.identity.empty()) {
+    if (const char* pod = std::getenv("POD_NAME"); pod != nullptr && *pod != '\0') f.identity = pod;
+  }
+  if (f.identity.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    f.identity = std::string(host) + ":" + std::to_string(getpid());
+  }
+  if (f.plugin_catalog.empty()) f.plugin_catalog = (BinDir() / ".." / "etc" / "plugins.yaml").lexically_normal();
+
+  ControllerConfig cfg;
+  cfg.offline_concurrency = f.offline_concurrency;
+  cfg.online_concurrency = f.online_concurrency;
+  cfg.poll_interval = Ms(f.poll_interval);
+  cfg.poll_batch = f.poll_batch;
+  cfg.resync_interval = Ms(f.resync_interval);
+  cfg.workers = f.workers;
+  cfg.backoff_base = Ms(f.backoff_base);
+  cfg.backoff_max = Ms(f.backoff_max);
+  cfg.max_create_attempts = f.max_create_attempts;
+  cfg.pod_start_timeout = Ms(f.pod_start_timeout);
+  cfg.default_timeout_seconds = f.default_timeout;
+  cfg.delete_grace_seconds = f.delete_grace;
+  cfg.finished_pod_retention = std::chrono::seconds(f.finished_pod_retention);
+  cfg.log_upload_interval_seconds = f.log_upload_interval;
+  {
+    std::vector<std::string> parts;
+    std::stringstream ss(f.default_resources);
+    for (std::string p; std::getline(ss, p, ',');) parts.push_back(p);
+    if (parts.size() != 4) {
+      return Fail("--default-resources=" + f.default_resources +
+                  " must be cpu_request,cpu_limit,memory_request,memory_limit, e.g. 100m,1,128Mi,1Gi");
+    }
+    falcon::api::v1::Resources r;
+    r.set_cpu_request(parts[0]);
+    r.set_cpu_limit(parts[1]);
+    r.set_memory_request(parts[2]);
+    r.set_memory_limit(parts[3]);
+    absl::Status s = falcon::controller::ValidateResources(r);
+    if (!s.ok()) return Fail("--default-resources: " + std::string(s.message()));
+    cfg.default_resources = {parts[0], parts[1], parts[2], parts[3]};
+  }
+
+  auto catalog = falcon::controller::PluginCatalog::Load(f.plugin_catalog);
+  if (!catalog.ok()) return Fail(std::string(catalog.status().message()));
+  auto store = falcon::objstore::OpenObjectStore(f.object_store, {.create_bucket = create_bucket});
+  if (!store.ok()) return Fail("--object-store: " + std::string(store.status().message()));
+  if (f.object_store.rfind("gs://", 0) == 0) {
+    // The runner in each Pod opens the same bucket: it needs the same emulator / credential settings.
+    for (const auto& name : falcon::objstore::GcsEnvironmentNames()) {
+      if (const char* v = std::getenv(name.c_str()); v != nullptr && *v != '\0') cfg.pod_env[name] = v;
+    }
+  }
+
+  falcon::SystemClock clock;
+  falcon::SystemRandom random;
+  auto backends = MakeBackends(f, clock);
+  if (!backends.ok()) return Fail(std::string(backends.status().message()));
+  auto api = falcon::controller::NewGrpcApiClient(f.api_server, clock, random);
+  falcon::controller::ControllerMetrics metrics;
+  falcon::controller::Controller controller(
+      cfg, {api.get(), backends->runtime.get(), store->get(), backends->elector.get(), &*catalog, &clock,
+            &random, &metrics});
+
+  auto service = falcon::controller::NewAnalyzerControllerService(controller);
+  grpc::ServerBuilder builder;
+  int grpc_port = 0;
+  builder.AddListeningPort(f.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.RegisterService(service.get());
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || grpc_port == 0) return Fail("cannot listen on --grpc-listen=" + f.grpc_listen + " (in use?)");
+  auto health = falcon::controller::StartHealthServer(f.http_listen, controller, metrics);
+  if (!health.ok()) {
+    server->Shutdown();
+    return Fail(std::string(health.status().message()));
+  }
+
+  if (pipe(g_stop_pipe) != 0) return Fail("pipe: " + std::string(strerror(errno)));
+  struct sigaction sa = {};
+  sa.sa_handler = OnSignal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGINT, &sa, nullptr);
+
+  spdlog::info("analyzer-controller {} up: grpc={} (port {}) http={} (port {}) runtime={} store={} catalog={} "
+               "({} plugins) limits offline={} online={} leader_elect={}",
+               f.identity, f.grpc_listen, grpc_port, f.http_listen, (*health)->port(), f.runtime,
+               f.object_store, f.plugin_catalog, catalog->plugins().size(), cfg.offline_concurrency,
+               cfg.online_concurrency, f.leader_elect);
+  controller.Start();
+
+  while (!g_stop.load()) {
+    char c;
+    ssize_t r = read(g_stop_pipe[0], &c, 1);
+    if (r < 0 && errno != EINTR) break;
+  }
+  spdlog::info("shutting down: stopping the controller and releasing the lease");
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  controller.Stop();
+  (*health)->Stop();
+  spdlog::info("stopped");
+  return 0;
+}

@@ -1,0 +1,488 @@
+// End-to-end tests of the analysis lifecycle through real processes: falcon-apiserver (SQLite) and one or
+// two analyzer-controllers (local runtime, local object store) on free loopback ports and temp dirs, driven
+// over the API server's HTTP API. Every process started here is stopped at the end of its test.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using namespace std::chrono_literals;
+
+const std::string kBin = FALCON_BIN_DIR;
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteFile(const fs::path& p, const std::string& s) {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p, std::ios::binary) << s;
+}
+
+// A child process with stdout+stderr in a log file.
+class Process {
+ public:
+  Process(std::vector<std::string> argv, fs::path log) : argv_(std::move(argv)), log_(std::move(log)) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      setpgid(0, 0);
+      int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> args;
+      for (auto& a : argv_) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Process() { Stop(); }
+  void Kill9() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 100; ++i) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    Kill9();
+  }
+  bool Alive() { return pid_ > 0 && waitpid(pid_, nullptr, WNOHANG) == 0; }
+  std::string Log() { return ReadFile(log_); }
+
+ private:
+  std::vector<std::string> argv_;
+  fs::path log_;
+  pid_t pid_ = -1;
+};
+
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return pred();
+}
+
+struct ControllerProc {
+  int grpc_port = 0, http_port = 0;
+  std::unique_ptr<Process> proc;
+};
+
+class E2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/falcon-e2e-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    state_ = dir_ / "state";
+    objects_ = dir_ / "objects";
+    fs::create_directories(objects_);
+    fs::create_directories(state_);
+    fs::permissions(dir_, fs::perms::all);  // Pods may run as an unprivileged user
+  }
+  void TearDown() override {
+    controllers_.clear();
+    apiserver_.reset();
+    // Stop every local Pod that is still running.
+    if (fs::exists(state_ / "pods")) {
+      for (const auto& p : fs::directory_iterator(state_ / "pods")) {
+        Localpod({"delete", p.path().filename().string(), "--grace=0"});
+      }
+    }
+    if (!HasFailure()) fs::remove_all(dir_);
+    else std::cerr << "kept " << dir_ << " for inspection\n";
+  }
+
+  std::string Localpod(const std::vector<std::string>& args) {
+    std::string cmd = kBin + "/falcon-localpod --state-dir=" + state_.string();
+    for (const auto& a : args) cmd += " '" + a + "'";
+    cmd += " 2>&1";
+    std::string out;
+    FILE* f = popen(cmd.c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+    pclose(f);
+    return out;
+  }
+
+  // Starts the API server pointing at `n` controller ports chosen now.
+  void StartSystem(int n_controllers, std::vector<std::string> controller_flags) {
+    http_port_ = FreePort();
+    api_grpc_port_ = FreePort();
+    std::string addrs;
+    std::vector<std::pair<int, int>> ports;
+    for (int i = 0; i < n_controllers; ++i) {
+      ports.push_back({FreePort(), FreePort()});
+      addrs += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(ports.back().first);
+    }
+    apiserver_ = std::make_unique<Process>(
+        std::vector<std::string>{kBin + "/falcon-apiserver", "--db=sqlite://" + (dir_ / "falcon.db").string(),
+                                 "--http-listen=127.0.0.1:" + std::to_string(http_port_),
+                                 "--grpc-listen=127.0.0.1:" + std::to_string(api_grpc_port_),
+                                 "--controller-addr=" + addrs, "--object-store=file://" + objects_.string()},
+        dir_ / "apiserver.log");
+    ASSERT_TRUE(WaitFor([&] { return HttpStatus(http_port_, "/readyz") == 200; }, 30s))
+        << "API server not ready:\n" << apiserver_->Log();
+    flags_ = controller_flags;
+    for (int i = 0; i < n_controllers; ++i) {
+      ControllerProc c;
+      c.grpc_port = ports[i].first;
+      c.http_port = ports[i].second;
+      controllers_.push_back(std::move(c));
+      StartController(i);
+    }
+  }
+
+  void StartController(int i) {
+    auto& c = controllers_[i];
+    std::vector<std::string> argv = {kBin + "/analyzer-controller",
+                                     "--api-server=127.0.0.1:" + std::to_string(api_grpc_port_),
+                                     "--grpc-listen=127.0.0.1:" + std::to_string(c.grpc_port),
+                                     "--http-listen=127.0.0.1:" + std::to_string(c.http_port),
+                                     "--runtime=local",
+                                     "--state-dir=" + state_.string(),
+                                     "--object-store=file://" + objects_.string(),
+                                     "--poll-interval=0.5",
+                                     "--resync-interval=1",
+                                     "--log-upload-interval=1",
+                                     "--identity=c" + std::to_string(i)};
+    argv.insert(argv.end(), flags_.begin(), flags_.end());
+    c.proc = std::make_unique<Process>(argv, dir_ / ("controller" + std::to_string(i) + ".log"));
+  }
+
+  void WaitReady(int i) {
+    ASSERT_TRUE(WaitFor([&] { return HttpStatus(controllers_[i].http_port, "/readyz") == 200; }, 30s))
+        << "controller " << i << " not ready:\n" << controllers_[i].proc->Log();
+  }
+
+  int HttpStatus(int port, const std::string& path) {
+    httplib::Client cli("127.0.0.1", port);
+    cli.set_connection_timeout(1);
+    auto r = cli.Get(path.c_str());
+    return r ? r->status : -1;
+  }
+
+  json Call(const std::string& method, const std::string& path, const json& body = nullptr, int* status = nullptr,
+            std::string* raw = nullptr) {
+    httplib::Client cli("127.0.0.1", http_port_);
+    cli.set_read_timeout(60);
+    httplib::Result r = method == "GET"    ? cli.Get(path.c_str())
+                        : method == "POST" ? cli.Post(path.c_str(), body.is_null() ? "" : body.dump(), "application/json")
+                        : method == "PATCH" ? cli.Patch(path.c_str(), body.dump(), "application/json")
+                                            : cli.Delete(path.c_str());
+    if (!r) {
+      if (status) *status = -1;
+      return nullptr;
+    }
+    if (status) *status = r->status;
+    if (raw) *raw = r->body;
+    return json::parse(r->body, nullptr, false);
+  }
+
+  void CreateExp(const std::string& id, const std::string& status = "completed") {
+    int st;
+    Call("POST", "/v1/exps", {{"exp_id", id}, {"name", id}, {"status", status}}, &st);
+    ASSERT_EQ(st, 201);
+  }
+  std::string AddArtifact(const std::string& exp, const std::string& type, const fs::path& file) {
+    int st;
+    json j = Call("POST", "/v1/exps/" + exp + "/artifacts", {{"artifact_type", type}, {"uri", "file://" + file.string()}}, &st);
+    EXPECT_EQ(st, 201) << j.dump();
+    return j.value("artifact_id", "");
+  }
+
+  std::string Submit(const json& body) {
+    int st;
+    json j = Call("POST", "/v1/analyses", body, &st);
+    EXPECT_EQ(st, 201) << j.dump();
+    return j.is_object() ? j.value("analysis_id", "") : "";
+  }
+  std::string Command(const std::string& exp, const std::string& cmd) {
+    return Submit({{"exp_id", exp}, {"analysis_type", "online"}, {"command", cmd}});
+  }
+  json Get(const std::string& id) { return Call("GET", "/v1/analyses/" + id); }
+  std::string Status(const std::string& id) {
+    json j = Get(id);
+    return j.is_object() ? j.value("status", "") : "";
+  }
+  static bool Terminal(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
+  bool WaitStatus(const std::string& id, const std::string& want, std::chrono::milliseconds t = 60s) {
+    return WaitFor([&] { return Status(id) == want; }, t);
+  }
+  std::string Logs(const std::string& id) {
+    std::string raw;
+    int st;
+    Call("GET", "/v1/analyses/" + id + "/logs", nullptr, &st, &raw);
+    return raw;
+  }
+  fs::path ResultDir(const std::string& exp, const std::string& id) { return objects_ / "analysis" / exp / id; }
+  std::string PodName(const std::string& id) { return "falcon-analysis-" + id; }
+  std::string AllControllerLogs() {
+    std::string s;
+    for (auto& c : controllers_) s += c.proc->Log();
+    return s;
+  }
+  static int Count(const std::string& hay, const std::string& needle) {
+    int n = 0;
+    for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+    return n;
+  }
+
+  fs::path dir_, state_, objects_;
+  int http_port_ = 0, api_grpc_port_ = 0;
+  std::vector<std::string> flags_;
+  std::unique_ptr<Process> apiserver_;
+  std::vector<ControllerProc> controllers_;
+};
+
+TEST_F(E2E, OfflineAnalysesRunOncePerArtifact) {
+  StartSystem(1, {});
+  WaitReady(0);
+  WriteFile(dir_ / "data" / "a.txt", "hello\n");
+  WriteFile(dir_ / "data" / "b.json", "{\"x\": 1}\n");
+  WriteFile(dir_ / "data" / "m.bin", "zzz");
+  fs::permissions(dir_ / "data", fs::perms::all);
+  CreateExp("exp1", "running");
+  AddArtifact("exp1", "file", dir_ / "data" / "a.txt");
+  AddArtifact("exp1", "file", dir_ / "data" / "b.json");
+  AddArtifact("exp1", "mystery", dir_ / "data" / "m.bin");
+  std::this_thread::sleep_for(1500ms);
+  EXPECT_EQ(Call("GET", "/v1/analyses?exp_id=exp1")["analyses"].size(), 0u) << "not completed yet";
+  int st;
+  Call("PATCH", "/v1/exps/exp1", {{"status", "completed"}}, &st);
+  ASSERT_EQ(st, 200);
+  json list;
+  ASSERT_TRUE(WaitFor([&] {
+    list = Call("GET", "/v1/analyses?exp_id=exp1")["analyses"];
+    if (list.size() != 2) return false;
+    for (const auto& a : list) if (a["status"] != "succeeded") return false;
+    return true;
+  }, 60s)) << list.dump(2) << AllControllerLogs();
+  for (const auto& a : list) {
+    EXPECT_EQ(a["analysis_type"], "offline");
+    EXPECT_EQ(a["plugin_name"], "file-stats");
+    fs::path rd = ResultDir("exp1", a["analysis_id"]);
+    EXPECT_TRUE(fs::exists(rd / "file-stats.jsonl")) << rd;
+    EXPECT_TRUE(fs::exists(rd / "output.log")) << rd;
+  }
+  std::this_thread::sleep_for(3s);  // six more poll cycles
+  EXPECT_EQ(Call("GET", "/v1/analyses?exp_id=exp1")["analyses"].size(), 2u) << "no duplicates";
+  EXPECT_EQ(Count(AllControllerLogs(), "artifact type 'mystery'"), 1) << "an unknown type is logged once";
+}
+
+TEST_F(E2E, OnlinePluginCommandWithScriptAndFailingCommand) {
+  StartSystem(1, {});
+  WaitReady(0);
+  WriteFile(dir_ / "data" / "a.txt", "hello\n");
+  fs::permissions(dir_ / "data", fs::perms::all);
+  CreateExp("exp2");
+  AddArtifact("exp2", "file", dir_ / "data" / "a.txt");
+
+  std::string p = Submit({{"exp_id", "exp2"}, {"analysis_type", "online"}, {"plugin_name", "file-stats"}});
+  std::string s = Submit({{"exp_id", "exp2"},
+                          {"analysis_type", "online"},
+                          {"command", "sh my.sh"},
+                          {"script_name", "my.sh"},
+                          {"script_content", "echo hello from my.sh in $(basename $(pwd))\n"
+                                             "ls \"$FALCON_INPUT_DIR\" > \"$FALCON_OUTPUT_DIR/inputs.txt\"\n"}});
+  std::string f = Command("exp2", "echo about to fail; echo oops >&2; exit 3");
+  ASSERT_TRUE(WaitStatus(p, "succeeded")) << Get(p).dump(2) << AllControllerLogs();
+  EXPECT_TRUE(fs::exists(ResultDir("exp2", p) / "file-stats.jsonl"));
+  ASSERT_TRUE(WaitStatus(s, "succeeded")) << Get(s).dump(2);
+  EXPECT_NE(Logs(s).find("hello from my.sh"), std::string::npos) << Logs(s);
+  EXPECT_TRUE(fs::exists(ResultDir("exp2", s) / "inputs.txt"));
+  EXPECT_TRUE(fs::exists(ResultDir("exp2", s) / "script" / "my.sh")) << "the script is staged";
+  ASSERT_TRUE(WaitStatus(f, "failed")) << Get(f).dump(2);
+  std::string err = Get(f)["error_message"];
+  EXPECT_NE(err.find("exit code 3"), std::string::npos) << err;
+  EXPECT_NE(err.find("oops"), std::string::npos) << err;
+  EXPECT_NE(Logs(f).find("about to fail"), std::string::npos) << "the log is kept";
+  EXPECT_TRUE(fs::exists(ResultDir("exp2", f) / "output.log"));
+
+  // Refusals say what to fix.
+  int st;
+  json e = Call("POST", "/v1/analyses", {{"exp_id", "exp2"}, {"plugin_name", "nope"}}, &st);
+  EXPECT_EQ(st, 400) << e.dump();
+  EXPECT_NE(e.dump().find("file-stats"), std::string::npos) << e.dump();
+  e = Call("POST", "/v1/analyses",
+           {{"exp_id", "exp2"}, {"command", "true"}, {"resource_override", {{"memory_limit", "lots"}}}}, &st);
+  EXPECT_EQ(st, 400) << e.dump();
+  EXPECT_NE(e.dump().find("memory_limit"), std::string::npos) << e.dump();
+}
+
+TEST_F(E2E, ConcurrencyLimitHoldsPerTheRuntimesOwnRecords) {
+  StartSystem(1, {"--online-concurrency=2"});
+  WaitReady(0);
+  CreateExp("exp3");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(Command("exp3", "sleep 1"));
+  for (const auto& id : ids) ASSERT_TRUE(WaitStatus(id, "succeeded", 120s)) << Get(id).dump(2);
+  // From the runtime's own records: start and finish of every Pod; never more than 2 at once.
+  std::vector<std::pair<std::string, int>> events;
+  for (const auto& id : ids) {
+    json st = json::parse(ReadFile(state_ / "pods" / PodName(id) / "status.json"));
+    ASSERT_TRUE(st["started_at"].is_string() && st["finished_at"].is_string()) << st.dump();
+    events.push_back({st["started_at"], +1});
+    events.push_back({st["finished_at"], -1});
+  }
+  std::sort(events.begin(), events.end(), [](auto& a, auto& b) {
+    return a.first != b.first ? a.first < b.first : a.second < b.second;  // finish before start on ties
+  });
+  int now = 0, peak = 0;
+  for (const auto& [t, d] : events) peak = std::max(peak, now += d);
+  EXPECT_LE(peak, 2);
+  EXPECT_EQ(peak, 2) << "the limit is used";
+}
+
+TEST_F(E2E, PodDeletedExternallyFailsWithinSeconds) {
+  StartSystem(1, {});
+  WaitReady(0);
+  CreateExp("exp4");
+  std::string id = Command("exp4", "echo started; sleep 60");
+  ASSERT_TRUE(WaitStatus(id, "running"));
+  ASSERT_TRUE(WaitFor([&] { return Localpod({"get", PodName(id)}).find("Running") != std::string::npos; }, 20s));
+  Localpod({"delete", PodName(id)});
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitStatus(id, "failed", 15s)) << Get(id).dump(2);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  EXPECT_EQ(Get(id)["error_message"], "pod deleted externally");
+}
+
+TEST_F(E2E, ControllerKilledAndRestartedFinishesEverythingWithoutDuplicatePods) {
+  StartSystem(1, {"--online-concurrency=2"});
+  WaitReady(0);
+  CreateExp("exp5");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(Command("exp5", "sleep 3"));
+  ASSERT_TRUE(WaitFor([&] {
+    int running = 0;
+    for (const auto& id : ids) running += Status(id) == "running";
+    return running == 2;
+  }, 30s));
+  controllers_[0].proc->Kill9();
+  int pending = 0;
+  for (const auto& id : ids) pending += Status(id) == "pending";
+  EXPECT_EQ(pending, 3) << "killed with analyses running and pending";
+  StartController(0);
+  WaitReady(0);
+  for (const auto& id : ids) ASSERT_TRUE(WaitStatus(id, "succeeded", 90s)) << Get(id).dump(2) << AllControllerLogs();
+  std::string logs = ReadFile(dir_ / "controller0.log");
+  for (const auto& id : ids) EXPECT_EQ(Count(logs, "created pod " + PodName(id)), 1) << id << " created twice";
+}
+
+TEST_F(E2E, StandbyTakesOverWhenTheLeaderIsKilled) {
+  StartSystem(2, {"--leader-elect", "--lease-duration=2", "--online-concurrency=2"});
+  int leader = -1;
+  ASSERT_TRUE(WaitFor([&] {
+    for (int i = 0; i < 2; ++i) if (HttpStatus(controllers_[i].http_port, "/readyz") == 200) leader = i;
+    return leader >= 0;
+  }, 30s)) << AllControllerLogs();
+  int standby = 1 - leader;
+  EXPECT_EQ(HttpStatus(controllers_[standby].http_port, "/readyz"), 503) << "exactly one is ready";
+  CreateExp("exp6");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(Command("exp6", "sleep 2"));
+  ASSERT_TRUE(WaitStatus(ids[0], "running"));
+  controllers_[leader].proc->Kill9();
+  auto t0 = std::chrono::steady_clock::now();
+  WaitReady(standby);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "takes over within the lease";
+  for (const auto& id : ids) ASSERT_TRUE(WaitStatus(id, "succeeded", 90s)) << Get(id).dump(2) << AllControllerLogs();
+  std::string more = Command("exp6", "true");  // the API server finds the new leader
+  ASSERT_TRUE(WaitStatus(more, "succeeded"));
+}
+
+TEST_F(E2E, CancelAndDelete) {
+  StartSystem(1, {"--online-concurrency=1", "--delete-grace=2"});
+  WaitReady(0);
+  CreateExp("exp7");
+  std::string running = Command("exp7", "echo started; sleep 60");
+  std::string pending = Command("exp7", "sleep 60");
+  ASSERT_TRUE(WaitStatus(running, "running"));
+  ASSERT_TRUE(WaitFor([&] { return Logs(running).find("started") != std::string::npos; }, 20s));
+  int st;
+  Call("POST", "/v1/analyses/" + pending + ":cancel", nullptr, &st);
+  EXPECT_EQ(st, 200);
+  EXPECT_EQ(Status(pending), "cancelled");
+  Call("POST", "/v1/analyses/" + running + ":cancel", nullptr, &st);
+  EXPECT_EQ(st, 200);
+  EXPECT_EQ(Status(running), "cancelled");
+  EXPECT_TRUE(WaitFor([&] { return !fs::exists(state_ / "pods" / PodName(running)); }, 20s)) << "Pod gone";
+  EXPECT_FALSE(fs::exists(state_ / "pods" / PodName(pending))) << "a cancelled pending analysis never runs";
+  EXPECT_TRUE(WaitFor([&] { return fs::exists(ResultDir("exp7", running) / "output.log"); }, 10s));
+  EXPECT_NE(Logs(running).find("started"), std::string::npos) << "logs kept after cancel";
+  Call("POST", "/v1/analyses/" + running + ":cancel", nullptr, &st);
+  EXPECT_EQ(st, 200) << "idempotent";
+
+  std::string done = Command("exp7", "echo done > \"$FALCON_OUTPUT_DIR/r.txt\"");
+  ASSERT_TRUE(WaitStatus(done, "succeeded"));
+  Call("POST", "/v1/analyses/" + done + ":cancel", nullptr, &st);
+  EXPECT_EQ(st, 200);
+  EXPECT_EQ(Status(done), "succeeded") << "cancelling a finished analysis is a no-op";
+
+  std::string keep = Command("exp7", "echo keep > \"$FALCON_OUTPUT_DIR/k.txt\"");
+  ASSERT_TRUE(WaitStatus(keep, "succeeded"));
+  Call("DELETE", "/v1/analyses/" + keep, nullptr, &st);
+  EXPECT_EQ(st, 200);
+  Call("GET", "/v1/analyses/" + keep, nullptr, &st);
+  EXPECT_EQ(st, 404);
+  EXPECT_TRUE(fs::exists(ResultDir("exp7", keep) / "k.txt")) << "results stay without purge";
+  Call("DELETE", "/v1/analyses/" + done + "?purge=true", nullptr, &st);
+  EXPECT_EQ(st, 200);
+  EXPECT_FALSE(fs::exists(ResultDir("exp7", done) / "r.txt")) << "purged";
+  std::string live = Command("exp7", "sleep 60");
+  ASSERT_TRUE(WaitStatus(live, "running"));
+  Call("DELETE", "/v1/analyses/" + live + "?purge=true", nullptr, &st);
+  EXPECT_EQ(st, 200);
+  EXPECT_TRUE(WaitFor([&] { return !fs::exists(state_ / "pods" / PodName(live)); }, 20s)) << "Pod stopped";
+}
+
+}  // namespace
