@@ -27,7 +27,11 @@ D=${DEMO_DIR:-$(mktemp -d /tmp/falcon-demo.XXXXXX)}
 mkdir -p "$D"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 HTTP=$(free_port); GRPC=$(free_port); CTRL=$(free_port); CTRL_HTTP=$(free_port)
-STORE=file://$D/store
+# FALCON_OBJECT_STORE=gs://BUCKET (with STORAGE_EMULATOR_HOST or Google credentials, see docs/gcs.md) keeps
+# everything in GCS instead; the bucket is created when missing.
+STORE=${FALCON_OBJECT_STORE:-file://$D/store}
+BUCKET_FLAG=()
+case "$STORE" in gs://*) BUCKET_FLAG=(--create-bucket) ;; esac
 
 PIDS=()
 cleanup() {
@@ -52,12 +56,12 @@ wait_ready() {  # URL NAME LOG
 
 say "starting falcon-apiserver (SQLite at $D/falcon.db) and analyzer-controller (local Pods in $D/state)"
 "$BIN/falcon-apiserver" --db="sqlite://$D/falcon.db" --http-listen="127.0.0.1:$HTTP" \
-  --grpc-listen="127.0.0.1:$GRPC" --controller-addr="127.0.0.1:$CTRL" --object-store="$STORE" \
+  --grpc-listen="127.0.0.1:$GRPC" --controller-addr="127.0.0.1:$CTRL" --object-store="$STORE" "${BUCKET_FLAG[@]}" \
   >"$D/apiserver.log" 2>&1 &
 PIDS+=($!)
 "$BIN/analyzer-controller" --api-server="127.0.0.1:$GRPC" --grpc-listen="127.0.0.1:$CTRL" \
   --http-listen="127.0.0.1:$CTRL_HTTP" --runtime=local --state-dir="$D/state" --object-store="$STORE" \
-  --poll-interval=2 >"$D/controller.log" 2>&1 &
+  "${BUCKET_FLAG[@]}" --poll-interval=2 >"$D/controller.log" 2>&1 &
 PIDS+=($!)
 wait_ready "http://127.0.0.1:$HTTP/readyz" falcon-apiserver "$D/apiserver.log"
 wait_ready "http://127.0.0.1:$CTRL_HTTP/readyz" analyzer-controller "$D/controller.log"
@@ -134,7 +138,7 @@ cat <<TXT
   API server:        $FALCON_SERVER   (log: $D/apiserver.log)
   controller:        http://127.0.0.1:$CTRL_HTTP/metrics   (log: $D/controller.log)
   database:          $D/falcon.db
-  object store:      $D/store   (results and output.log under analysis/demo-exp/<analysis-id>/)
+  object store:      $STORE   (results and output.log under analysis/demo-exp/<analysis-id>/)
   local Pods:        $D/state   (falcon-localpod --state-dir=$D/state list)
   downloaded:        $D/results/$ONLINE
 TXT
