@@ -262,7 +262,15 @@ int main(int argc, char** argv) {
     if (path.empty()) continue;
     auto extra = ConfigArgs(path);
     if (!extra.ok()) return Fail(std::string(extra.status().message()));
-    args.insert(args.begin(), extra->begin(), extra->end());
+    // Flags win: drop the file's value of every flag also given on the command line.
+    auto flag_name = [](const std::string& a) { return a.substr(0, a.find('=')); };
+    std::vector<std::string> keep;
+    for (const auto& e : *extra) {
+      bool given = false;
+      for (const auto& a : args) given = given || flag_name(a) == flag_name(e);
+      if (!given) keep.push_back(e);
+    }
+    args.insert(args.begin(), keep.begin(), keep.end());
     break;
   }
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them reversed
