@@ -466,7 +466,7 @@ TEST(DeployManifestsTest, ApplyAndRbacIsLeastPrivilege) {
         << allowed << ": " << out;
   }
   for (const char* denied : {"list secrets", "get secrets", "create deployments.apps", "update pods",
-                             "create pods/exec", "list pods --all-namespaces", "delete leases.coordination.k8s.io"}) {
+                             "create pods --subresource=exec", "list pods --all-namespaces", "delete leases.coordination.k8s.io"}) {
     EXPECT_NE(g_cp->Kubectl(std::string("auth can-i -n falcon --as=") + sa + " " + denied, &out), 0)
         << denied << " must be denied: " << out;
   }
