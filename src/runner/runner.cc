@@ -305,15 +305,22 @@ absl::StatusOr<pid_t> Runner::StartCommand(int out_fd) {
     args = {o_.bwrap_path, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--tmpfs", "/tmp"};
     // A scratch dir under /tmp sits on the private tmpfs: recreate its parents searchable (bwrap would
     // make them 0700 root, out of the unprivileged user's reach).
-    if (absl::StartsWith(work_.string(), "/tmp/")) {
+    auto make_parents = [&args](const fs::path& dir) {
+      if (!absl::StartsWith(dir.string(), "/tmp/")) return;
       std::vector<fs::path> parents;
-      for (fs::path p = work_.parent_path(); p != "/tmp" && p != p.root_path(); p = p.parent_path()) {
+      for (fs::path p = dir.parent_path(); p != "/tmp" && p != p.root_path(); p = p.parent_path()) {
         parents.insert(parents.begin(), p);
       }
       for (const auto& p : parents) args.insert(args.end(), {"--perms", "0755", "--dir", p.string()});
+    };
+    make_parents(work_);
+    args.insert(args.end(), {"--bind", work_.string(), work_.string()});
+    // The plugins folder (on PATH) would vanish under the private /tmp when the build lives there.
+    if (absl::StartsWith(o_.plugin_dir, "/tmp/") && fs::is_directory(o_.plugin_dir)) {
+      make_parents(o_.plugin_dir);
+      args.insert(args.end(), {"--ro-bind", o_.plugin_dir, o_.plugin_dir});
     }
-    args.insert(args.end(), {"--bind", work_.string(), work_.string(), "--unshare-net", "--unshare-pid",
-                             "--die-with-parent", "--chdir", cwd.string()});
+    args.insert(args.end(), {"--unshare-net", "--unshare-pid", "--die-with-parent", "--chdir", cwd.string()});
     args.push_back("--");
     if (drop && !setpriv.empty()) {
       // bubblewrap runs as root (to make the namespaces); setpriv drops to the user inside.
