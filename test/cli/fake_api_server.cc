@@ -82,11 +82,14 @@ void FakeApiServer::AddDefaultPlugins() {
 }
 
 void FakeApiServer::Routes() {
-  server_.set_logger([this](const httplib::Request& req, const httplib::Response&) {
+  // Recorded before the request is handled: a logger runs after the response is sent, so a test that
+  // checks the count right after the CLI returns would race with it.
+  server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response&) {
     std::string q;
     for (const auto& [k, v] : req.params) q += (q.empty() ? "?" : "&") + k + "=" + v;
     std::lock_guard<std::mutex> l(mu);
     requests.push_back(req.method + " " + req.path + q);
+    return httplib::Server::HandlerResponse::Unhandled;
   });
 
   // --- exps
