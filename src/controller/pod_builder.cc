@@ -29,9 +29,11 @@ runtime::ResourceSpec MergeResources(const api::v1::Plugin* plugin,
 }
 
 absl::Status ValidateResources(const api::v1::Resources& r) {
-  auto cpu = [](const std::string& field, const std::string& v) -> absl::StatusOr<int64_t> {
+  // One check for every field: empty is unset (-1); otherwise a positive quantity of its kind.
+  auto positive = [](const std::string& field, const std::string& v,
+                     absl::StatusOr<int64_t> (*parse)(std::string_view)) -> absl::StatusOr<int64_t> {
     if (v.empty()) return -1;
-    auto m = ParseCpuMillis(v);
+    auto m = parse(v);
     if (!m.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("resource_override.", field, ": ",
                                                      std::string(m.status().message())));
@@ -42,18 +44,11 @@ absl::Status ValidateResources(const api::v1::Resources& r) {
     }
     return *m;
   };
-  auto mem = [](const std::string& field, const std::string& v) -> absl::StatusOr<int64_t> {
-    if (v.empty()) return -1;
-    auto m = ParseMemoryBytes(v);
-    if (!m.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("resource_override.", field, ": ",
-                                                     std::string(m.status().message())));
-    }
-    if (*m <= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("resource_override.", field, " must be greater than 0, got '", v, "'"));
-    }
-    return *m;
+  auto cpu = [&](const std::string& field, const std::string& v) {
+    return positive(field, v, &ParseCpuMillis);
+  };
+  auto mem = [&](const std::string& field, const std::string& v) {
+    return positive(field, v, &ParseMemoryBytes);
   };
   FALCON_ASSIGN_OR_RETURN(int64_t cpu_req, cpu("cpu_request", r.cpu_request()));
   FALCON_ASSIGN_OR_RETURN(int64_t cpu_lim, cpu("cpu_limit", r.cpu_limit()));
