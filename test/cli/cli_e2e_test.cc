@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -275,14 +276,33 @@ TEST_F(CliE2ETest, WholeWorkflowThroughTheCli) {
   while (offline_id.empty() && std::chrono::steady_clock::now() < deadline) {
     r = Falcon({"analysis", "list", "--exp-id", "e2e-exp", "-o", "json"});
     ASSERT_EQ(r.code, 0) << r.err;
-    for (const auto& a : json::parse(r.out)["analyses"]) {
+    const json list = json::parse(r.out);  // kept alive: iterating json::parse(...)["analyses"] would dangle
+    for (const auto& a : list["analyses"]) {
       if (a["analysis_type"] == "offline") offline_id = a["analysis_id"];
     }
     if (offline_id.empty()) std::this_thread::sleep_for(500ms);
   }
-  ASSERT_FALSE(offline_id.empty()) << "no offline analysis appeared within 60 s";
+  ASSERT_FALSE(offline_id.empty()) << "no offline analysis appeared within 60 s; last list:\n" << r.out << r.err;
   r = Falcon({"analysis", "wait", offline_id, "--timeout", "90s"});
   EXPECT_EQ(r.code, 0) << r.err;
+
+  // `logs --follow` on a running analysis: the live log, then the stored one, each line exactly once, in order.
+  r = Falcon({"analysis", "create", "--exp-id", "e2e-exp", "--command",
+              "for i in $(seq 1 40); do echo line-$i; sleep 0.05; done", "--name", "counter"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string counter = Trim(r.out);
+  r = Falcon({"analysis", "logs", counter, "--follow"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  {
+    std::vector<std::string> lines;
+    std::istringstream in(r.out);
+    for (std::string l; std::getline(in, l);) {
+      if (l.rfind("line-", 0) == 0) lines.push_back(l);
+    }
+    std::vector<std::string> want;
+    for (int i = 1; i <= 40; ++i) want.push_back("line-" + std::to_string(i));
+    EXPECT_EQ(lines, want) << r.out;
+  }
 
   // Cancel a long-running one.
   r = Falcon({"analysis", "create", "--exp-id", "e2e-exp", "--command", "echo started; sleep 120", "--name", "sleeper"});
