@@ -1,6 +1,7 @@
 #include "plugins/common/jsonl_writer.h"
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 
@@ -42,6 +43,48 @@ void JsonlWriter::Write(const Json& record) {
   }
   ++records_;
 }
+
+void JsonlWriter::WriteRaw(std::string_view lines, uint64_t records) {
+  if (file_ != nullptr) {
+    std::fwrite(lines.data(), 1, lines.size(), file_);
+  } else {
+    stream_->write(lines.data(), static_cast<std::streamsize>(lines.size()));
+  }
+  records_ += records;
+}
+
+void AppendJsonString(std::string& out, std::string_view s) {
+  // Fast path: printable ASCII without '"' or '\\' is written as it is (nlohmann does the same).
+  bool plain = true;
+  for (unsigned char c : s) {
+    if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+      plain = false;
+      break;
+    }
+  }
+  if (plain) {
+    out.push_back('"');
+    out.append(s);
+    out.push_back('"');
+    return;
+  }
+  // Escapes, control characters, UTF-8 (valid or not): exactly nlohmann's serializer.
+  out += Json(std::string(s)).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+void AppendJsonInt(std::string& out, int64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+void AppendJsonUInt(std::string& out, uint64_t v) {
+  char buf[24];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, r.ptr);
+}
+
+void AppendJsonDouble(std::string& out, double v) { out += Json(v).dump(); }
 
 absl::Status JsonlWriter::Close() {
   if (file_ != nullptr) {

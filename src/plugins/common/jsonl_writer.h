@@ -6,6 +6,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -34,6 +35,9 @@ class JsonlWriter {
   Json Record(const std::string& record_type) const;
   // Writes the record as one line. Invalid UTF-8 in strings is replaced, never an exception.
   void Write(const Json& record);
+  // Writes `lines`, already serialized records (each one line ending in '\n', e.g. built with the
+  // Append* helpers below by a plugin that writes many records), counting `records` of them.
+  void WriteRaw(std::string_view lines, uint64_t records);
   // Flushes and reports any write error (disk full, ...). Call once at the end.
   absl::Status Close();
   uint64_t records_written() const { return records_; }
@@ -47,5 +51,14 @@ class JsonlWriter {
   std::string line_;
   uint64_t records_ = 0;
 };
+
+// Serialization helpers for plugins that build lines themselves (hot paths). They produce exactly the text
+// Write() produces for the same value.
+// Appends `s` as a JSON string (quoted and escaped as nlohmann::json::dump with error_handler replace).
+void AppendJsonString(std::string& out, std::string_view s);
+// Appends an integer / a double as nlohmann::json::dump prints it.
+void AppendJsonInt(std::string& out, int64_t v);
+void AppendJsonUInt(std::string& out, uint64_t v);
+void AppendJsonDouble(std::string& out, double v);
 
 }  // namespace falcon::plugins

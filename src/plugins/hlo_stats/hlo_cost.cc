@@ -75,261 +75,410 @@ std::vector<WindowDim> ParseWindow(const std::string& v) {
   return dims;
 }
 
-int64_t Attr(const Instruction& ins, const char* key, int64_t def) {
-  auto it = ins.attrs.find(key);
+int64_t AttrInt(const Instruction& ins, Attr key, int64_t def) {
   int64_t v = def;
-  if (it != ins.attrs.end() && absl::SimpleAtoi(it->second, &v)) return v;
+  if (ins.Has(key) && absl::SimpleAtoi(std::string(ins.attrs[key]), &v)) return v;
   return def;
 }
 
-int64_t DimOr(const Shape* s, int64_t i, int64_t def = 1) {
-  if (s == nullptr || s->is_tuple || i < 0 || i >= static_cast<int64_t>(s->dims.size())) return def;
-  return s->dims[i];
-}
-
-const Shape& FirstArray(const Shape& s) {
-  if (s.is_tuple && !s.elements.empty()) return FirstArray(s.elements[0]);
-  return s;
+std::string AttrString(const Instruction& ins, Attr key) {
+  return ins.Has(key) ? std::string(ins.attrs[key]) : std::string();
 }
 
 }  // namespace
 
-std::string CollectiveKind(const std::string& op) {
-  static const std::set<std::string> kinds = {
+
+std::string_view CollectiveKind(std::string_view op) {
+  static constexpr std::string_view kKinds[] = {
       "all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter",
       "collective-broadcast", "ragged-all-to-all", "send", "recv"};
-  if (kinds.count(op)) return op;
-  static const std::string kStart = "-start";
-  if (op.size() > kStart.size() && op.compare(op.size() - kStart.size(), kStart.size(), kStart) == 0) {
-    std::string base = op.substr(0, op.size() - kStart.size());
-    if (kinds.count(base)) return base;
+  for (std::string_view k : kKinds) {
+    if (op == k) return k;
   }
-  return "";
-}
-
-CostModel::CostModel(const Module& module) : m_(module) {
-  const size_t n = m_.computations.size();
-  instr_index_.resize(n);
-  fusion_bodies_.assign(n, false);
-  state_.assign(n, 0);
-  comp_cost_.resize(n);
-  for (size_t c = 0; c < n; ++c) {
-    comp_index_.emplace(m_.computations[c].name, static_cast<int>(c));
-    const auto& instrs = m_.computations[c].instructions;
-    for (size_t i = 0; i < instrs.size(); ++i) {
-      instr_index_[c].emplace(instrs[i].name, static_cast<int>(i));
-      module_shapes_.emplace(instrs[i].name, &instrs[i].shape);
+  constexpr std::string_view kStart = "-start";
+  if (op.size() > kStart.size() && op.substr(op.size() - kStart.size()) == kStart) {
+    std::string_view base = op.substr(0, op.size() - kStart.size());
+    for (std::string_view k : kKinds) {
+      if (base == k) return k;
     }
   }
-  for (const auto& comp : m_.computations) {
-    for (const auto& ins : comp.instructions) {
-      if (ins.opcode != "fusion") continue;
-      for (const auto& callee : ins.called) {
-        int idx = FindComputation(callee);
-        if (idx >= 0) fusion_bodies_[idx] = true;
+  return {};
+}
+
+uint32_t CostModel::Classify(std::string_view op) {
+  auto it = op_index_.find(op);
+  if (it != op_index_.end()) return it->second;
+  using F = OpInfo::Flops;
+  using B = OpInfo::Bytes;
+  OpInfo info;
+  info.name = std::string(op);
+  const std::string& o = info.name;
+  if (Transcendental().count(o)) info.flops = F::kTranscendental;
+  else if (Elementwise().count(o)) info.flops = F::kElementwise;
+  else if (o == "dot" || o == "ragged-dot" || o == "scaled-dot") info.flops = F::kDot;
+  else if (o == "convolution") info.flops = F::kConvolution;
+  else if (o == "reduce") info.flops = F::kReduce;
+  else if (o == "reduce-window") info.flops = F::kReduceWindow;
+  else if (o == "select-and-scatter") info.flops = F::kSelectAndScatter;
+  else if (o == "map") info.flops = F::kMap;
+  else if (o == "scatter") info.flops = F::kScatter;
+  else if (o == "sort") info.flops = F::kSort;
+  else if (o == "all-reduce" || o == "all-reduce-start") info.flops = F::kAllReduce;
+  else if (o == "fusion") info.flops = F::kFusion;
+  else if (o == "call" || o == "async-start") info.flops = F::kCall;
+  else if (o == "while") info.flops = F::kWhile;
+  else if (o == "conditional") info.flops = F::kConditional;
+  // Byte-count exceptions of HloCostAnalysis.
+  if (o == "parameter" || o == "constant" || o == "get-tuple-element" || o == "bitcast" ||
+      o == "after-all" || o == "add-dependency" || o == "domain" || o == "opt-barrier") {
+    info.bytes = B::kZero;
+  } else if (o == "tuple") {
+    info.bytes = B::kTuple;
+  } else if (o == "slice") {
+    info.bytes = B::kSlice;
+  } else if (o == "dynamic-slice") {
+    info.bytes = B::kDynamicSlice;
+  } else if (o == "dynamic-update-slice") {
+    info.bytes = B::kDynamicUpdateSlice;
+  } else if (o.size() > 5 && o.compare(o.size() - 5, 5, "-done") == 0) {
+    info.bytes = B::kZero;  // the *-start half carries the pair's traffic
+  } else if (o == "async-update") {
+    info.bytes = B::kZero;
+  }
+  info.collective = CollectiveKind(o);
+  info.is_fusion = o == "fusion";
+  info.is_parameter = o == "parameter";
+  info.is_async_start = o == "async-start";
+  uint32_t id = static_cast<uint32_t>(infos_.size());
+  infos_.push_back(std::move(info));
+  op_index_.emplace(infos_.back().name, id);
+  return id;
+}
+
+void CostModel::Reset(const Module& module) {
+  m_ = &module;
+  const auto& comps = module.computations;
+  const auto& instrs = module.instructions;
+  const size_t n = comps.size();
+  comp_index_.clear();
+  first_def_.clear();
+  local_def_.clear();
+  fusion_bodies_.assign(n, false);
+  state_.assign(n, 0);
+  comp_cost_.assign(n, Cost{});
+  inst_cost_.resize(instrs.size());
+  inst_done_.assign(instrs.size(), false);
+  op_ids_.resize(instrs.size());
+  caching_ = false;
+  cycle_ = false;
+  cache_ok_ = false;
+  bool duplicates = false;
+  for (size_t c = 0; c < n; ++c) {
+    comp_index_.emplace(comps[c].name, static_cast<int>(c));
+    for (uint32_t g = comps[c].begin; g < comps[c].begin + comps[c].count; ++g) {
+      if (!first_def_.emplace(instrs[g].name, g).second) duplicates = true;
+      op_ids_[g] = Classify(instrs[g].opcode);
+    }
+  }
+  if (duplicates) {
+    // A name defined in several computations: operands resolve in their own computation first.
+    for (size_t c = 0; c < n; ++c) {
+      for (uint32_t g = comps[c].begin; g < comps[c].begin + comps[c].count; ++g) {
+        local_def_.emplace(std::make_pair(static_cast<uint32_t>(c), instrs[g].name), g);
+      }
+    }
+  }
+  resolved_.assign(module.names.size(), -1);
+  for (size_t c = 0; c < n; ++c) {
+    for (uint32_t g = comps[c].begin; g < comps[c].begin + comps[c].count; ++g) {
+      const Instruction& ins = instrs[g];
+      for (uint32_t k = ins.operands_begin; k < ins.operands_begin + ins.operands_count; ++k) {
+        std::string_view name = module.names[k];
+        if (duplicates) {
+          auto l = local_def_.find(std::make_pair(static_cast<uint32_t>(c), name));
+          if (l != local_def_.end()) {
+            resolved_[k] = instrs[l->second].shape;
+            continue;
+          }
+        }
+        auto f = first_def_.find(name);
+        if (f != first_def_.end()) resolved_[k] = instrs[f->second].shape;
+      }
+      for (uint32_t k = ins.called_begin; k < ins.called_begin + ins.called_count; ++k) {
+        resolved_[k] = FindComputation(module.names[k]);
+      }
+      if (infos_[op_ids_[g]].is_fusion) {
+        for (uint32_t k = ins.called_begin; k < ins.called_begin + ins.called_count; ++k) {
+          if (resolved_[k] >= 0) fusion_bodies_[resolved_[k]] = true;
+        }
       }
     }
   }
 }
 
-int CostModel::FindComputation(const std::string& name) const {
+int CostModel::FindComputation(std::string_view name) const {
   auto it = comp_index_.find(name);
   return it == comp_index_.end() ? -1 : it->second;
 }
 
-const Shape* CostModel::OperandShape(int c, const Instruction& ins, size_t i) const {
-  if (i >= ins.operands.size()) return nullptr;
-  const auto& local = instr_index_[c];
-  auto it = local.find(ins.operands[i]);
-  if (it != local.end()) return &m_.computations[c].instructions[it->second].shape;
-  auto g = module_shapes_.find(ins.operands[i]);
-  return g == module_shapes_.end() ? nullptr : g->second;
+int CostModel::CalledComputation(uint32_t g, size_t which) const {
+  const Instruction& ins = m_->instructions[g];
+  if (which >= ins.called_count) return -1;
+  return static_cast<int>(resolved_[ins.called_begin + which]);
+}
+
+int64_t CostModel::OperandShape(uint32_t g, size_t i) const {
+  const Instruction& ins = m_->instructions[g];
+  if (i >= ins.operands_count) return -1;
+  return resolved_[ins.operands_begin + i];
 }
 
 Cost CostModel::ComputationCost(int c) {
   if (c < 0) return {};
   if (state_[c] == 2) return comp_cost_[c];
-  if (state_[c] == 1) return {};  // recursion through a cycle: count once
+  if (state_[c] == 1) {
+    cycle_ = true;
+    return {};  // recursion through a cycle: count once
+  }
   state_[c] = 1;
   Cost total;
-  const auto& instrs = m_.computations[c].instructions;
-  for (size_t i = 0; i < instrs.size(); ++i) total += ComputeInstruction(c, instrs[i]);
+  const Computation& comp = m_->computations[c];
+  for (uint32_t g = comp.begin; g < comp.begin + comp.count; ++g) {
+    Cost ic = ComputeInstruction(c, g);
+    if (caching_) {
+      inst_cost_[g] = ic;
+      inst_done_[g] = true;
+    }
+    total += ic;
+  }
   comp_cost_[c] = total;
   state_[c] = 2;
   return total;
 }
 
-Cost CostModel::ModuleCost() { return ComputationCost(m_.EntryIndex()); }
-
-Cost CostModel::InstructionCost(int c, int i) { return ComputeInstruction(c, m_.computations[c].instructions[i]); }
-
-Cost CostModel::CalledCost(const Instruction& ins, size_t which) {
-  if (which >= ins.called.size()) return {};
-  return ComputationCost(FindComputation(ins.called[which]));
+Cost CostModel::ModuleCost() {
+  caching_ = true;
+  Cost c = ComputationCost(m_->EntryIndex());
+  caching_ = false;
+  cache_ok_ = !cycle_;
+  return c;
 }
 
-Cost CostModel::ComputeInstruction(int c, const Instruction& ins) {
-  const std::string& op = ins.opcode;
+Cost CostModel::InstructionCost(int c, uint32_t g) {
+  if (cache_ok_ && inst_done_[g]) return inst_cost_[g];
+  return ComputeInstruction(c, g);
+}
+
+Cost CostModel::CalledCost(uint32_t g, size_t which) {
+  const Instruction& ins = m_->instructions[g];
+  if (which >= ins.called_count) return {};
+  return ComputationCost(static_cast<int>(resolved_[ins.called_begin + which]));
+}
+
+Cost CostModel::ComputeInstruction(int c, uint32_t g) {
+  using F = OpInfo::Flops;
+  using B = OpInfo::Bytes;
+  const Module& m = *m_;
+  const Instruction& ins = m.instructions[g];
+  const OpInfo& op = infos_[op_ids_[g]];
   Cost cost;
   // Default bytes: every operand read once plus the output written once.
   double operand_bytes = 0;
-  for (size_t i = 0; i < ins.operands.size(); ++i) {
-    if (const Shape* s = OperandShape(c, ins, i)) operand_bytes += static_cast<double>(s->ByteSize());
+  for (uint32_t k = 0; k < ins.operands_count; ++k) {
+    int64_t s = resolved_[ins.operands_begin + k];
+    if (s >= 0) operand_bytes += static_cast<double>(m.shapes[s].bytes);
   }
-  const double out_bytes = static_cast<double>(ins.shape.ByteSize());
+  const ShapeNode& shape = m.shapes[ins.shape];
+  const double out_bytes = static_cast<double>(shape.bytes);
   cost.bytes_accessed = operand_bytes + out_bytes;
-  const double out_elems = static_cast<double>(FirstArray(ins.shape).ElementCount());
+  const uint32_t first_array = m.FirstArray(ins.shape);
+  const double out_elems = static_cast<double>(m.shapes[first_array].elements);
+  auto dim = [&](int64_t s, int64_t d) -> int64_t { return s < 0 ? 1 : m.Dim(static_cast<uint32_t>(s), d); };
+  auto elements = [&](int64_t s) { return static_cast<double>(m.shapes[s].elements); };
 
-  auto reducer = [&](size_t which) {
-    Cost sub = CalledCost(ins, which);
-    return sub;
-  };
-
-  if (Transcendental().count(op)) {
-    cost.transcendentals = static_cast<double>(ins.shape.ElementCount());
-  } else if (Elementwise().count(op)) {
-    cost.flops = static_cast<double>(ins.shape.ElementCount());
-  } else if (op == "dot" || op == "ragged-dot" || op == "scaled-dot") {
-    const Shape* lhs = OperandShape(c, ins, 0);
-    double width = 1;
-    auto it = ins.attrs.find("lhs_contracting_dims");
-    if (it != ins.attrs.end()) {
-      for (int64_t d : IntList(it->second)) width *= static_cast<double>(DimOr(lhs, d));
-    }
-    cost.flops = 2.0 * out_elems * width;
-  } else if (op == "convolution") {
-    const Shape* lhs = OperandShape(c, ins, 0);
-    const Shape* rhs = OperandShape(c, ins, 1);
-    const Shape& out = FirstArray(ins.shape);
-    // dim_labels=b01f_01io->b01f
-    std::string labels = ins.attrs.count("dim_labels") ? ins.attrs.at("dim_labels") : "";
-    std::string in_l, k_l, out_l;
-    {
-      size_t us = labels.find('_'), arrow = labels.find("->");
-      if (us != std::string::npos && arrow != std::string::npos && arrow > us) {
-        in_l = labels.substr(0, us);
-        k_l = labels.substr(us + 1, arrow - us - 1);
-        out_l = labels.substr(arrow + 2);
-      }
-    }
-    auto pos = [](const std::string& l, char ch) -> int64_t {
-      size_t p = l.find(ch);
-      return p == std::string::npos ? -1 : static_cast<int64_t>(p);
-    };
-    double input_feature = static_cast<double>(DimOr(lhs, pos(in_l, 'f')));
-    double batch = static_cast<double>(DimOr(lhs, pos(in_l, 'b')));
-    double output_feature = static_cast<double>(DimOr(&out, pos(out_l, 'f')));
-    double fgc = static_cast<double>(std::max<int64_t>(1, Attr(ins, "feature_group_count", 1)));
-    double bgc = static_cast<double>(std::max<int64_t>(1, Attr(ins, "batch_group_count", 1)));
-    std::vector<WindowDim> window;
-    if (ins.attrs.count("window")) window = ParseWindow(ins.attrs.at("window"));
-    double positions = 1;
-    for (size_t k = 0; k < window.size(); ++k) {
-      char digit = static_cast<char>('0' + k);
-      int64_t in_size = DimOr(lhs, pos(in_l, digit));
-      int64_t kernel = DimOr(rhs, pos(k_l, digit));
-      int64_t out_size = DimOr(&out, pos(out_l, digit));
-      const WindowDim& w = window[k];
-      // Count (output, kernel) position pairs that read a real (non-padding, non-hole) input element.
-      int64_t valid = 0;
-      int64_t dilated_in = (in_size - 1) * w.lhs_dilate + 1;
-      for (int64_t o = 0; o < out_size; ++o) {
-        for (int64_t kk = 0; kk < kernel; ++kk) {
-          int64_t x = o * w.stride - w.pad_lo + kk * w.rhs_dilate;
-          if (x >= 0 && x < dilated_in && x % w.lhs_dilate == 0) ++valid;
+  switch (op.flops) {
+    case F::kNone:
+      break;
+    case F::kTranscendental:
+      cost.transcendentals = static_cast<double>(shape.elements);
+      break;
+    case F::kElementwise:
+      cost.flops = static_cast<double>(shape.elements);
+      break;
+    case F::kDot: {
+      int64_t lhs = OperandShape(g, 0);
+      double width = 1;
+      if (ins.Has(kAttrLhsContractingDims)) {
+        for (int64_t d : IntList(std::string(ins.attrs[kAttrLhsContractingDims]))) {
+          width *= static_cast<double>(dim(lhs, d));
         }
       }
-      positions *= static_cast<double>(valid);
+      cost.flops = 2.0 * out_elems * width;
+      break;
     }
-    cost.flops = 2.0 * (input_feature / fgc) * output_feature * (batch / bgc) * positions;
-  } else if (op == "reduce") {
-    const Shape* in = OperandShape(c, ins, 0);
-    double count = (in ? static_cast<double>(in->ElementCount()) : 0) - out_elems;
-    Cost sub = reducer(0);
-    cost.flops = sub.flops * std::max(0.0, count);
-    cost.transcendentals = sub.transcendentals * std::max(0.0, count);
-  } else if (op == "reduce-window") {
-    double window_elems = 1;
-    if (ins.attrs.count("window")) {
-      for (const auto& w : ParseWindow(ins.attrs.at("window"))) window_elems *= static_cast<double>(w.size);
+    case F::kConvolution: {
+      int64_t lhs = OperandShape(g, 0);
+      int64_t rhs = OperandShape(g, 1);
+      // dim_labels=b01f_01io->b01f
+      std::string labels = AttrString(ins, kAttrDimLabels);
+      std::string in_l, k_l, out_l;
+      {
+        size_t us = labels.find('_'), arrow = labels.find("->");
+        if (us != std::string::npos && arrow != std::string::npos && arrow > us) {
+          in_l = labels.substr(0, us);
+          k_l = labels.substr(us + 1, arrow - us - 1);
+          out_l = labels.substr(arrow + 2);
+        }
+      }
+      auto pos = [](const std::string& l, char ch) -> int64_t {
+        size_t p = l.find(ch);
+        return p == std::string::npos ? -1 : static_cast<int64_t>(p);
+      };
+      double input_feature = static_cast<double>(dim(lhs, pos(in_l, 'f')));
+      double batch = static_cast<double>(dim(lhs, pos(in_l, 'b')));
+      double output_feature = static_cast<double>(dim(first_array, pos(out_l, 'f')));
+      double fgc = static_cast<double>(std::max<int64_t>(1, AttrInt(ins, kAttrFeatureGroupCount, 1)));
+      double bgc = static_cast<double>(std::max<int64_t>(1, AttrInt(ins, kAttrBatchGroupCount, 1)));
+      std::vector<WindowDim> window;
+      if (ins.Has(kAttrWindow)) window = ParseWindow(std::string(ins.attrs[kAttrWindow]));
+      double positions = 1;
+      for (size_t k = 0; k < window.size(); ++k) {
+        char digit = static_cast<char>('0' + k);
+        int64_t in_size = dim(lhs, pos(in_l, digit));
+        int64_t kernel = dim(rhs, pos(k_l, digit));
+        int64_t out_size = dim(first_array, pos(out_l, digit));
+        const WindowDim& w = window[k];
+        // Count (output, kernel) position pairs that read a real (non-padding, non-hole) input element.
+        int64_t valid = 0;
+        int64_t dilated_in = (in_size - 1) * w.lhs_dilate + 1;
+        for (int64_t o = 0; o < out_size; ++o) {
+          for (int64_t kk = 0; kk < kernel; ++kk) {
+            int64_t x = o * w.stride - w.pad_lo + kk * w.rhs_dilate;
+            if (x >= 0 && x < dilated_in && x % w.lhs_dilate == 0) ++valid;
+          }
+        }
+        positions *= static_cast<double>(valid);
+      }
+      cost.flops = 2.0 * (input_feature / fgc) * output_feature * (batch / bgc) * positions;
+      break;
     }
-    Cost sub = reducer(0);
-    double count = (window_elems - 1) * out_elems;
-    cost.flops = sub.flops * count;
-    cost.transcendentals = sub.transcendentals * count;
-  } else if (op == "select-and-scatter") {
-    const Shape* source = OperandShape(c, ins, 1);
-    double src = source ? static_cast<double>(source->ElementCount()) : 0;
-    double window_elems = 1;
-    if (ins.attrs.count("window")) {
-      for (const auto& w : ParseWindow(ins.attrs.at("window"))) window_elems *= static_cast<double>(w.size);
+    case F::kReduce: {
+      int64_t in = OperandShape(g, 0);
+      double count = (in >= 0 ? elements(in) : 0) - out_elems;
+      Cost sub = CalledCost(g, 0);
+      cost.flops = sub.flops * std::max(0.0, count);
+      cost.transcendentals = sub.transcendentals * std::max(0.0, count);
+      break;
     }
-    Cost sel = CalledCost(ins, 0), sc = CalledCost(ins, 1);
-    cost.flops = sel.flops * src * (window_elems - 1) + sc.flops * src;
-    cost.transcendentals = sel.transcendentals * src * (window_elems - 1) + sc.transcendentals * src;
-  } else if (op == "map") {
-    Cost sub = reducer(0);
-    cost.flops = sub.flops * out_elems;
-    cost.transcendentals = sub.transcendentals * out_elems;
-  } else if (op == "scatter") {
-    const Shape* updates = OperandShape(c, ins, ins.operands.size() >= 3 ? ins.operands.size() - 1 : 2);
-    double n = updates ? static_cast<double>(updates->ElementCount()) : 0;
-    Cost sub = reducer(0);
-    cost.flops = sub.flops * n;
-    cost.transcendentals = sub.transcendentals * n;
-  } else if (op == "sort") {
-    const Shape* in = OperandShape(c, ins, 0);
-    double n = in ? static_cast<double>(in->ElementCount()) : 0;
-    cost.flops = n > 1 ? n * std::ceil(std::log2(n)) : 0;
-  } else if (op == "all-reduce" || op == "all-reduce-start") {
-    cost.flops = static_cast<double>(ins.shape.ElementCount());
-  } else if (op == "fusion") {
-    Cost sub = CalledCost(ins, 0);
-    cost.flops = sub.flops;
-    cost.transcendentals = sub.transcendentals;
-    // bytes: the fusion's external operands and output only (the default above).
-  } else if (op == "call" || op == "async-start") {
-    cost = CalledCost(ins, 0);
-  } else if (op == "while") {
-    // Trip counts are not known statically: one iteration of body and condition, as XLA does.
-    cost = CalledCost(ins, 0);
-    cost += CalledCost(ins, 1);
-  } else if (op == "conditional") {
-    Cost best;
-    for (size_t k = 0; k < ins.called.size(); ++k) {
-      Cost b = CalledCost(ins, k);
-      best.flops = std::max(best.flops, b.flops);
-      best.transcendentals = std::max(best.transcendentals, b.transcendentals);
-      best.bytes_accessed = std::max(best.bytes_accessed, b.bytes_accessed);
+    case F::kReduceWindow: {
+      double window_elems = 1;
+      if (ins.Has(kAttrWindow)) {
+        for (const auto& w : ParseWindow(std::string(ins.attrs[kAttrWindow]))) {
+          window_elems *= static_cast<double>(w.size);
+        }
+      }
+      Cost sub = CalledCost(g, 0);
+      double count = (window_elems - 1) * out_elems;
+      cost.flops = sub.flops * count;
+      cost.transcendentals = sub.transcendentals * count;
+      break;
     }
-    cost = best;
+    case F::kSelectAndScatter: {
+      int64_t source = OperandShape(g, 1);
+      double src = source >= 0 ? elements(source) : 0;
+      double window_elems = 1;
+      if (ins.Has(kAttrWindow)) {
+        for (const auto& w : ParseWindow(std::string(ins.attrs[kAttrWindow]))) {
+          window_elems *= static_cast<double>(w.size);
+        }
+      }
+      Cost sel = CalledCost(g, 0), sc = CalledCost(g, 1);
+      cost.flops = sel.flops * src * (window_elems - 1) + sc.flops * src;
+      cost.transcendentals = sel.transcendentals * src * (window_elems - 1) + sc.transcendentals * src;
+      break;
+    }
+    case F::kMap: {
+      Cost sub = CalledCost(g, 0);
+      cost.flops = sub.flops * out_elems;
+      cost.transcendentals = sub.transcendentals * out_elems;
+      break;
+    }
+    case F::kScatter: {
+      int64_t updates = OperandShape(g, ins.operands_count >= 3 ? ins.operands_count - 1 : 2);
+      double n = updates >= 0 ? elements(updates) : 0;
+      Cost sub = CalledCost(g, 0);
+      cost.flops = sub.flops * n;
+      cost.transcendentals = sub.transcendentals * n;
+      break;
+    }
+    case F::kSort: {
+      int64_t in = OperandShape(g, 0);
+      double n = in >= 0 ? elements(in) : 0;
+      cost.flops = n > 1 ? n * std::ceil(std::log2(n)) : 0;
+      break;
+    }
+    case F::kAllReduce:
+      cost.flops = static_cast<double>(shape.elements);
+      break;
+    case F::kFusion: {
+      Cost sub = CalledCost(g, 0);
+      cost.flops = sub.flops;
+      cost.transcendentals = sub.transcendentals;
+      // bytes: the fusion's external operands and output only (the default above).
+      break;
+    }
+    case F::kCall:
+      cost = CalledCost(g, 0);
+      break;
+    case F::kWhile:
+      // Trip counts are not known statically: one iteration of body and condition, as XLA does.
+      cost = CalledCost(g, 0);
+      cost += CalledCost(g, 1);
+      break;
+    case F::kConditional: {
+      Cost best;
+      for (size_t k = 0; k < ins.called_count; ++k) {
+        Cost b = CalledCost(g, k);
+        best.flops = std::max(best.flops, b.flops);
+        best.transcendentals = std::max(best.transcendentals, b.transcendentals);
+        best.bytes_accessed = std::max(best.bytes_accessed, b.bytes_accessed);
+      }
+      cost = best;
+      break;
+    }
   }
 
-  // Byte-count exceptions of HloCostAnalysis.
-  if (op == "parameter" || op == "constant" || op == "get-tuple-element" || op == "bitcast" ||
-      op == "after-all" || op == "add-dependency" || op == "domain" || op == "opt-barrier") {
-    cost.bytes_accessed = 0;
-  } else if (op == "tuple") {
-    cost.bytes_accessed = 8.0 * static_cast<double>(ins.operands.size());  // the index table
-  } else if (op == "slice") {
-    cost.bytes_accessed = 2 * out_bytes;
-  } else if (op == "dynamic-slice") {
-    double idx = 0;
-    for (size_t i = 1; i < ins.operands.size(); ++i) {
-      if (const Shape* s = OperandShape(c, ins, i)) idx += static_cast<double>(s->ByteSize());
+  switch (op.bytes) {
+    case B::kDefault:
+      break;
+    case B::kZero:
+      cost.bytes_accessed = 0;
+      break;
+    case B::kTuple:
+      cost.bytes_accessed = 8.0 * static_cast<double>(ins.operands_count);  // the index table
+      break;
+    case B::kSlice:
+      cost.bytes_accessed = 2 * out_bytes;
+      break;
+    case B::kDynamicSlice: {
+      double idx = 0;
+      for (size_t i = 1; i < ins.operands_count; ++i) {
+        int64_t s = OperandShape(g, i);
+        if (s >= 0) idx += static_cast<double>(m.shapes[s].bytes);
+      }
+      cost.bytes_accessed = 2 * out_bytes + idx;
+      break;
     }
-    cost.bytes_accessed = 2 * out_bytes + idx;
-  } else if (op == "dynamic-update-slice") {
-    const Shape* upd = OperandShape(c, ins, 1);
-    double idx = 0;
-    for (size_t i = 2; i < ins.operands.size(); ++i) {
-      if (const Shape* s = OperandShape(c, ins, i)) idx += static_cast<double>(s->ByteSize());
+    case B::kDynamicUpdateSlice: {
+      int64_t upd = OperandShape(g, 1);
+      double idx = 0;
+      for (size_t i = 2; i < ins.operands_count; ++i) {
+        int64_t s = OperandShape(g, i);
+        if (s >= 0) idx += static_cast<double>(m.shapes[s].bytes);
+      }
+      cost.bytes_accessed = 2 * (upd >= 0 ? static_cast<double>(m.shapes[upd].bytes) : 0) + idx;
+      break;
     }
-    cost.bytes_accessed = 2 * (upd ? static_cast<double>(upd->ByteSize()) : 0) + idx;
-  } else if (op.size() > 5 && op.compare(op.size() - 5, 5, "-done") == 0) {
-    cost.bytes_accessed = 0;  // the *-start half carries the pair's traffic
-  } else if (op == "async-update") {
-    cost.bytes_accessed = 0;
   }
   return cost;
 }

@@ -1,12 +1,15 @@
 // FLOP, transcendental and byte estimates of HLO instructions following the conventions of XLA's
-// HloCostAnalysis (documented rule by rule in docs/plugins.md, "hlo-stats"). Construct once per module;
-// not thread-safe (memoizes per-computation costs).
+// HloCostAnalysis (documented rule by rule in docs/plugins.md, "hlo-stats"). One CostModel is reused over
+// the modules of a run: Reset() it for each module. Not thread-safe (memoizes per-computation costs).
 #pragma once
 
-#include <map>
+#include <cstdint>
+#include <deque>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "plugins/hlo_stats/hlo_parser.h"
 
 namespace falcon::plugins::hlo {
@@ -23,40 +26,75 @@ struct Cost {
   }
 };
 
+// What the statistics need to know of an opcode, computed once per distinct opcode string.
+struct OpInfo {
+  enum class Flops : uint8_t {
+    kNone, kTranscendental, kElementwise, kDot, kConvolution, kReduce, kReduceWindow, kSelectAndScatter,
+    kMap, kScatter, kSort, kAllReduce, kFusion, kCall, kWhile, kConditional
+  };
+  enum class Bytes : uint8_t { kDefault, kZero, kTuple, kSlice, kDynamicSlice, kDynamicUpdateSlice };
+  std::string name;
+  Flops flops = Flops::kNone;
+  Bytes bytes = Bytes::kDefault;
+  std::string_view collective;  // normalized collective kind, "" when not a collective
+  bool is_fusion = false, is_parameter = false, is_async_start = false;
+};
+
+// Collective opcodes, normalized: "all-reduce-start" -> "all-reduce"; "" when not a collective (the
+// *-done halves return "").
+std::string_view CollectiveKind(std::string_view opcode);
+
 class CostModel {
  public:
-  explicit CostModel(const Module& module);
+  // Indexes `module` (which must outlive the use of the model until the next Reset).
+  void Reset(const Module& module);
 
-  // The cost of one instruction, including the computations it calls (fusion bodies, reducers, while
-  // bodies, ...) as HloCostAnalysis does.
-  Cost InstructionCost(int computation, int instruction);
+  // The cost of one instruction (index into Module::instructions, of computation `computation`),
+  // including the computations it calls (fusion bodies, reducers, while bodies, ...) as HloCostAnalysis
+  // does.
+  Cost InstructionCost(int computation, uint32_t instruction);
   // The sum over the computation's instructions (each with its called computations).
   Cost ComputationCost(int computation);
   // The whole module: the cost of its entry computation.
   Cost ModuleCost();
 
   // Index of a computation by name, -1 if unknown.
-  int FindComputation(const std::string& name) const;
-  // The shape of operand i of an instruction, nullptr if it cannot be resolved.
-  const Shape* OperandShape(int computation, const Instruction& ins, size_t i) const;
-  // Names of the computations that are fusion bodies (called by fusion instructions).
+  int FindComputation(std::string_view name) const;
+  // The computation called `which`-th by an instruction, -1 when there is none or it is unknown.
+  int CalledComputation(uint32_t instruction, size_t which) const;
+  // The shape (node in Module::shapes) of operand i of an instruction, -1 if it cannot be resolved.
+  int64_t OperandShape(uint32_t instruction, size_t i) const;
   bool IsFusionBody(int computation) const { return fusion_bodies_[computation]; }
+  // The opcode facts of an instruction.
+  const OpInfo& Op(uint32_t instruction) const { return infos_[op_ids_[instruction]]; }
+  uint32_t OpId(uint32_t instruction) const { return op_ids_[instruction]; }
+  const OpInfo& OpById(uint32_t id) const { return infos_[id]; }
+  size_t NumOpIds() const { return infos_.size(); }
 
  private:
-  Cost ComputeInstruction(int c, const Instruction& ins);
-  Cost CalledCost(const Instruction& ins, size_t which);
+  uint32_t Classify(std::string_view opcode);
+  Cost ComputeInstruction(int c, uint32_t g);
+  Cost CalledCost(uint32_t g, size_t which);
 
-  const Module& m_;
-  std::map<std::string, int> comp_index_;
-  std::vector<std::map<std::string, int>> instr_index_;  // per computation: name -> index
-  std::map<std::string, const Shape*> module_shapes_;     // name -> shape, first definition wins
+  const Module* m_ = nullptr;
+  // Opcode facts, kept over the whole run.
+  absl::flat_hash_map<std::string_view, uint32_t> op_index_;  // keys view the names in infos_
+  std::deque<OpInfo> infos_;
+  // Per module.
+  absl::flat_hash_map<std::string_view, int> comp_index_;
+  absl::flat_hash_map<std::string_view, uint32_t> first_def_;  // name -> first instruction defining it
+  absl::flat_hash_map<std::pair<uint32_t, std::string_view>, uint32_t> local_def_;  // only with duplicates
+  std::vector<uint32_t> op_ids_;     // per instruction
+  std::vector<int64_t> resolved_;    // per Module::names entry: operand shape node / called computation
   std::vector<bool> fusion_bodies_;
   std::vector<int> state_;  // 0 = not computed, 1 = in progress (cycle guard), 2 = done
   std::vector<Cost> comp_cost_;
+  // Instruction costs computed for ModuleCost, reused by InstructionCost when no cycle was met.
+  std::vector<Cost> inst_cost_;
+  std::vector<bool> inst_done_;
+  bool caching_ = false;
+  bool cycle_ = false;
+  bool cache_ok_ = false;
 };
-
-// Collective opcodes, normalized: "all-reduce-start" -> "all-reduce"; "" when not a collective (the
-// *-done halves return "").
-std::string CollectiveKind(const std::string& opcode);
 
 }  // namespace falcon::plugins::hlo

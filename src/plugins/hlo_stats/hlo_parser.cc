@@ -1,47 +1,77 @@
 #include "plugins/hlo_stats/hlo_parser.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
+#include <cstring>
 
-#include "absl/strings/numbers.h"
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "plugins/common/plugin_io.h"
 
 namespace falcon::plugins::hlo {
 
 int BitsOf(std::string_view t) {
-  if (t == "pred" || t == "s8" || t == "u8" || t == "f8e4m3fn" || t == "f8e5m2" || t == "f8e4m3" ||
-      t == "f8e4m3b11fnuz" || t == "f8e4m3fnuz" || t == "f8e5m2fnuz" || t == "f8e3m4" || t == "f8e8m0fnu")
-    return 8;
-  if (t == "s4" || t == "u4" || t == "f4e2m1fn") return 4;
-  if (t == "s2" || t == "u2") return 2;
-  if (t == "s1" || t == "u1") return 1;
-  if (t == "s16" || t == "u16" || t == "f16" || t == "bf16") return 16;
-  if (t == "s32" || t == "u32" || t == "f32") return 32;
-  if (t == "s64" || t == "u64" || t == "f64" || t == "c64") return t == "c64" ? 64 : 64;
-  if (t == "c128") return 128;
-  return 0;  // token, opaque, unknown
+  switch (t.size()) {
+    case 2:
+      if (t == "s8" || t == "u8") return 8;
+      if (t == "s4" || t == "u4") return 4;
+      if (t == "s2" || t == "u2") return 2;
+      if (t == "s1" || t == "u1") return 1;
+      return 0;
+    case 3:
+      if (t == "f32" || t == "s32" || t == "u32") return 32;
+      if (t == "s16" || t == "u16" || t == "f16") return 16;
+      if (t == "s64" || t == "u64" || t == "f64" || t == "c64") return 64;
+      return 0;
+    case 4:
+      if (t == "pred") return 8;
+      if (t == "bf16") return 16;
+      if (t == "c128") return 128;
+      return 0;
+    default:
+      if (t == "f8e4m3fn" || t == "f8e5m2" || t == "f8e4m3" || t == "f8e4m3b11fnuz" || t == "f8e4m3fnuz" ||
+          t == "f8e5m2fnuz" || t == "f8e3m4" || t == "f8e8m0fnu")
+        return 8;
+      if (t == "f4e2m1fn") return 4;
+      return 0;  // token, opaque, unknown
+  }
 }
+
+namespace {
+
+// Wrapping arithmetic (the sizes of absurd shapes overflow; the result is what int64 wrapping gives).
+inline int64_t WrapMul(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
+}
+inline int64_t WrapAdd(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
+}
+inline int64_t BytesOf(int64_t elements, int bits) { return WrapAdd(WrapMul(elements, bits), 7) / 8; }
+
+}  // namespace
 
 int64_t Shape::ElementCount() const {
   if (is_tuple) {
     int64_t n = 0;
-    for (const auto& e : elements) n += e.ElementCount();
+    for (const auto& e : elements) n = WrapAdd(n, e.ElementCount());
     return n;
   }
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims) n = WrapMul(n, d);
   return n;
 }
 
 int64_t Shape::ByteSize() const {
   if (is_tuple) {
     int64_t n = 0;
-    for (const auto& e : elements) n += e.ByteSize();
+    for (const auto& e : elements) n = WrapAdd(n, e.ByteSize());
     return n;
   }
-  return (ElementCount() * BitsOf(dtype) + 7) / 8;
+  return BytesOf(ElementCount(), BitsOf(dtype));
 }
 
 std::string Shape::ToString() const {
@@ -61,13 +91,6 @@ std::string Shape::ToString() const {
   return s + "]";
 }
 
-int Computation::RootIndex() const {
-  for (size_t i = 0; i < instructions.size(); ++i) {
-    if (instructions[i].is_root) return static_cast<int>(i);
-  }
-  return static_cast<int>(instructions.size()) - 1;
-}
-
 int Module::EntryIndex() const {
   for (size_t i = 0; i < computations.size(); ++i) {
     if (computations[i].is_entry) return static_cast<int>(i);
@@ -75,7 +98,108 @@ int Module::EntryIndex() const {
   return static_cast<int>(computations.size()) - 1;
 }
 
+void Module::Clear() {
+  name = {};
+  line = 0;
+  computations.clear();
+  instructions.clear();
+  shapes.clear();
+  dims.clear();
+  names.clear();
+  owned.clear();
+}
+
+uint32_t Module::FirstArray(uint32_t i) const {
+  while (shapes[i].is_tuple && shapes[i].children > 0) ++i;  // the first element follows its tuple
+  return i;
+}
+
+int64_t Module::Dim(uint32_t shape, int64_t d, int64_t def) const {
+  const ShapeNode& s = shapes[shape];
+  if (s.is_tuple || d < 0 || d >= static_cast<int64_t>(s.dims_count)) return def;
+  return dims[s.dims_begin + d];
+}
+
+void Module::AppendShapeString(uint32_t i, std::string& out) const {
+  const ShapeNode& s = shapes[i];
+  if (s.is_tuple) {
+    out.push_back('(');
+    uint32_t c = i + 1;
+    for (uint32_t k = 0; k < s.children; ++k) {
+      if (k) out.append(", ");
+      AppendShapeString(c, out);
+      c += shapes[c].subtree;
+    }
+    out.push_back(')');
+    return;
+  }
+  out.append(s.dtype);
+  out.push_back('[');
+  for (uint32_t k = 0; k < s.dims_count; ++k) {
+    if (k) out.push_back(',');
+    char buf[24];
+    auto r = std::to_chars(buf, buf + sizeof buf, dims[s.dims_begin + k]);
+    out.append(buf, r.ptr);
+  }
+  out.push_back(']');
+}
+
+Shape Module::ToShape(uint32_t i) const {
+  const ShapeNode& s = shapes[i];
+  Shape out;
+  out.is_tuple = s.is_tuple;
+  if (s.is_tuple) {
+    uint32_t c = i + 1;
+    for (uint32_t k = 0; k < s.children; ++k) {
+      out.elements.push_back(ToShape(c));
+      c += shapes[c].subtree;
+    }
+    return out;
+  }
+  out.dtype = std::string(s.dtype);
+  out.dims.assign(dims.begin() + s.dims_begin, dims.begin() + s.dims_begin + s.dims_count);
+  return out;
+}
+
 namespace {
+
+// The "C" locale classes (the plugin never changes locale), without the calls of <cctype>.
+inline bool IsSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+inline bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+inline bool IsAlnum(char c) {
+  return IsDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+inline bool IsIdentChar(char c) { return IsAlnum(c) || c == '_' || c == '.' || c == '-' || c == '$'; }
+
+// The first byte in [p, end) equal to a or b (or c), or end. SSE2 when available: the scans of comments and
+// strings look at every byte of dumps of hundreds of MB.
+inline const char* FindAny(const char* p, const char* end, char a, char b) {
+#if defined(__SSE2__)
+  const __m128i va = _mm_set1_epi8(a), vb = _mm_set1_epi8(b);
+  while (end - p >= 16) {
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    int mask = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, va), _mm_cmpeq_epi8(x, vb)));
+    if (mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
+    p += 16;
+  }
+#endif
+  while (p < end && *p != a && *p != b) ++p;
+  return p;
+}
+inline const char* FindAny(const char* p, const char* end, char a, char b, char c) {
+#if defined(__SSE2__)
+  const __m128i va = _mm_set1_epi8(a), vb = _mm_set1_epi8(b), vc = _mm_set1_epi8(c);
+  while (end - p >= 16) {
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    __m128i eq = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, va), _mm_cmpeq_epi8(x, vb)), _mm_cmpeq_epi8(x, vc));
+    int mask = _mm_movemask_epi8(eq);
+    if (mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
+    p += 16;
+  }
+#endif
+  while (p < end && *p != a && *p != b && *p != c) ++p;
+  return p;
+}
 
 // std::string_view is not absl::string_view in Debian's abseil, so integers are parsed here.
 bool ToInt(std::string_view s, int64_t* out) {
@@ -86,20 +210,21 @@ bool ToInt(std::string_view s, int64_t* out) {
   return r.ec == std::errc() && r.ptr == s.data() + s.size() && !s.empty();
 }
 
-inline bool IsIdentChar(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '$';
-}
-
 // Skips a balanced region starting at s[i] (one of { [ ( or a quote); returns the index after it, or npos.
 size_t SkipBalanced(std::string_view s, size_t i) {
   int depth = 0;
-  for (; i < s.size(); ++i) {
-    char c = s[i];
+  const size_t n = s.size();
+  const char* d = s.data();
+  for (; i < n; ++i) {
+    char c = d[i];
     if (c == '"') {
-      for (++i; i < s.size() && s[i] != '"'; ++i) {
-        if (s[i] == '\\') ++i;
+      // To the closing quote; a backslash escapes the next character.
+      for (++i; i < n;) {
+        i = static_cast<size_t>(FindAny(d + i, d + n, '"', '\\') - d);
+        if (i >= n || d[i] == '"') break;
+        i += 2;
       }
-      if (i >= s.size()) return std::string_view::npos;
+      if (i >= n) return std::string_view::npos;
       if (depth == 0) return i + 1;
       continue;
     }
@@ -113,20 +238,23 @@ size_t SkipBalanced(std::string_view s, size_t i) {
 }
 
 std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);
   return s;
 }
 
-// Splits at commas that are outside brackets and strings.
-std::vector<std::string_view> SplitTopLevel(std::string_view s) {
-  std::vector<std::string_view> out;
+// Calls fn(piece) for the pieces of `s` split at commas outside brackets and strings, trimmed; an empty
+// last piece is passed only when there was a comma. Stops when fn returns false; returns false then.
+template <typename Fn>
+bool ForEachTopLevel(std::string_view s, Fn&& fn) {
   int depth = 0;
   size_t start = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
+  bool any = false;
+  const size_t n = s.size();
+  for (size_t i = 0; i < n; ++i) {
     char c = s[i];
     if (c == '"') {
-      for (++i; i < s.size() && s[i] != '"'; ++i) {
+      for (++i; i < n && s[i] != '"'; ++i) {
         if (s[i] == '\\') ++i;
       }
     } else if (c == '{' || c == '[' || c == '(') {
@@ -134,52 +262,204 @@ std::vector<std::string_view> SplitTopLevel(std::string_view s) {
     } else if (c == '}' || c == ']' || c == ')') {
       --depth;
     } else if (c == ',' && depth == 0) {
-      out.push_back(Trim(s.substr(start, i - start)));
+      if (!fn(Trim(s.substr(start, i - start)))) return false;
+      any = true;
       start = i + 1;
     }
   }
-  auto last = Trim(s.substr(std::min(start, s.size())));
-  if (!last.empty() || !out.empty()) out.push_back(last);
-  return out;
+  auto last = Trim(s.substr(std::min(start, n)));
+  if (!last.empty() || any) return fn(last);
+  return true;
 }
 
-// Replaces // and /* */ comments (outside strings) with spaces, keeping newlines so lines stay put.
-std::string StripComments(std::string_view in) {
-  std::string s(in);
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == '"') {
-      for (++i; i < s.size() && s[i] != '"' && s[i] != '\n'; ++i) {
-        if (s[i] == '\\') ++i;
+// Replaces // and /* */ comments (outside strings) with spaces, keeping newlines so lines stay put. A string
+// ends at its closing quote or at the end of its line; a backslash in it escapes the next character.
+void StripComments(char* s, size_t n) {
+  char* p = s;
+  char* const end = s + n;
+  for (;;) {
+    p = const_cast<char*>(FindAny(p, end, '"', '/'));
+    if (p >= end) return;
+    if (*p == '"') {
+      ++p;
+      for (;;) {
+        if (p >= end) return;
+        p = const_cast<char*>(FindAny(p, end, '"', '\n', '\\'));
+        if (p >= end) return;
+        if (*p != '\\') break;
+        p += 2;
       }
-    } else if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
-      while (i < s.size() && s[i] != '\n') s[i++] = ' ';
-    } else if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {
-      size_t end = s.find("*/", i + 2);
-      size_t stop = end == std::string::npos ? s.size() : end + 2;
-      for (; i < stop; ++i) {
-        if (s[i] != '\n') s[i] = ' ';
+      ++p;  // past the closing quote (or newline)
+    } else if (p + 1 < end && p[1] == '/') {
+      char* eol = static_cast<char*>(std::memchr(p, '\n', static_cast<size_t>(end - p)));
+      if (eol == nullptr) eol = end;
+      std::memset(p, ' ', static_cast<size_t>(eol - p));
+      p = eol;
+    } else if (p + 1 < end && p[1] == '*') {
+      char* stop = end;
+      for (char* q = p + 2; q + 1 < end; ++q) {
+        q = static_cast<char*>(std::memchr(q, '*', static_cast<size_t>(end - q)));
+        if (q == nullptr || q + 1 >= end) break;
+        if (q[1] == '/') {
+          stop = q + 2;
+          break;
+        }
       }
-      --i;
+      for (; p < stop; ++p) {
+        if (*p != '\n') *p = ' ';
+      }
+    } else {
+      ++p;
     }
   }
-  return s;
+}
+
+// Line numbers of positions in one text, counted forward incrementally (positions mostly increase).
+class LineCounter {
+ public:
+  LineCounter(const char* text, size_t size, int first_line) : text_(text), size_(size), first_(first_line) {}
+  // Newlines in the whole text.
+  int Total() {
+    LineAt(size_);
+    return count_;
+  }
+  // The line of text[pos] (a position at or past the end counts every newline).
+  int LineAt(size_t pos) {
+    size_t target = std::min(pos + 1, size_);
+    if (target < pos_) {
+      pos_ = 0;
+      count_ = 0;
+    }
+    const char* p = text_ + pos_;
+    const char* end = text_ + target;
+    while (p < end) {
+      const void* nl = std::memchr(p, '\n', static_cast<size_t>(end - p));
+      if (nl == nullptr) break;
+      ++count_;
+      p = static_cast<const char*>(nl) + 1;
+    }
+    pos_ = target;
+    return count_ + first_;
+  }
+
+ private:
+  const char* text_;
+  size_t size_;
+  int first_;
+  size_t pos_ = 0;
+  int count_ = 0;
+};
+
+absl::Status ParseShapeInto(std::string_view& t, Module& m) {
+  auto skip_ws = [&] {
+    while (!t.empty() && IsSpace(t.front())) t.remove_prefix(1);
+  };
+  skip_ws();
+  const uint32_t idx = static_cast<uint32_t>(m.shapes.size());
+  m.shapes.emplace_back();
+  if (!t.empty() && t.front() == '(') {
+    m.shapes[idx].is_tuple = true;
+    t.remove_prefix(1);
+    skip_ws();
+    if (!t.empty() && t.front() == ')') {
+      t.remove_prefix(1);
+      return absl::OkStatus();
+    }
+    uint32_t children = 0;
+    int64_t elements = 0, bytes = 0;
+    for (;;) {
+      const uint32_t child = static_cast<uint32_t>(m.shapes.size());
+      absl::Status e = ParseShapeInto(t, m);
+      if (!e.ok()) return e;
+      ++children;
+      elements = WrapAdd(elements, m.shapes[child].elements);
+      bytes = WrapAdd(bytes, m.shapes[child].bytes);
+      skip_ws();
+      if (t.empty()) return absl::InvalidArgumentError("unterminated tuple shape");
+      if (t.front() == ',') {
+        t.remove_prefix(1);
+        continue;
+      }
+      if (t.front() == ')') {
+        t.remove_prefix(1);
+        break;
+      }
+      return absl::InvalidArgumentError(absl::StrCat("unexpected '", std::string(1, t.front()),
+                                                     "' in tuple shape"));
+    }
+    ShapeNode& s = m.shapes[idx];
+    s.children = children;
+    s.elements = elements;
+    s.bytes = bytes;
+    s.subtree = static_cast<uint32_t>(m.shapes.size()) - idx;
+    return absl::OkStatus();
+  }
+  size_t i = 0;
+  while (i < t.size() && IsAlnum(t[i])) ++i;
+  if (i == 0) {
+    return absl::InvalidArgumentError(absl::StrCat("expected a shape, found '", std::string(t.substr(0, 20)),
+                                                   "'"));
+  }
+  std::string_view dtype = t.substr(0, i);
+  t.remove_prefix(i);
+  if (t.empty() || t.front() != '[') {
+    return absl::InvalidArgumentError(absl::StrCat("expected '[' after element type ", std::string(dtype)));
+  }
+  size_t close = t.find(']');
+  if (close == std::string_view::npos) return absl::InvalidArgumentError("unterminated dimensions");
+  std::string_view dims = t.substr(1, close - 1);
+  t.remove_prefix(close + 1);
+  const uint32_t dims_begin = static_cast<uint32_t>(m.dims.size());
+  int64_t elements = 1;
+  if (!Trim(dims).empty()) {
+    std::string_view bad;
+    bool ok = ForEachTopLevel(dims, [&](std::string_view d) {
+      std::string_view orig = d;
+      if (d.substr(0, 2) == "<=") d.remove_prefix(2);
+      int64_t v = 0;
+      if (d == "?") {
+        v = 0;
+      } else if (!ToInt(d, &v)) {
+        bad = orig.substr(orig.size() - d.size());
+        return false;
+      }
+      m.dims.push_back(v);
+      elements = WrapMul(elements, v);
+      return true;
+    });
+    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad dimension '", std::string(bad), "'"));
+  }
+  if (!t.empty() && t.front() == '{') {
+    size_t e = SkipBalanced(t, 0);
+    if (e == std::string_view::npos) return absl::InvalidArgumentError("unterminated layout");
+    t.remove_prefix(e);
+  }
+  ShapeNode& s = m.shapes[idx];
+  s.dtype = dtype;
+  s.dims_begin = dims_begin;
+  s.dims_count = static_cast<uint32_t>(m.dims.size()) - dims_begin;
+  s.elements = elements;
+  s.bytes = BytesOf(elements, BitsOf(dtype));
+  return absl::OkStatus();
+}
+
+constexpr std::string_view kAttrNames[kNumAttrs] = {
+    "kind", "metadata", "lhs_contracting_dims", "dim_labels", "feature_group_count", "batch_group_count",
+    "window", "calls", "to_apply", "body", "condition", "true_computation", "false_computation",
+    "branch_computations", "select", "scatter"};
+
+int LookupAttr(std::string_view key) {
+  for (int a = 0; a < kNumAttrs; ++a) {
+    if (key == kAttrNames[a]) return a;
+  }
+  return -1;
 }
 
 class Parser {
  public:
-  Parser(std::string_view text, const std::vector<size_t>& newlines) : s_(text), newlines_(newlines) {}
+  Parser(std::string_view text, size_t base, LineCounter& lines) : s_(text), base_(base), lines_(lines) {}
 
-  int LineAt(size_t pos) const {
-    return static_cast<int>(std::upper_bound(newlines_.begin(), newlines_.end(), base_ + pos) -
-                            newlines_.begin()) +
-           first_line_;
-  }
-  void SetFirstLine(int line) { first_line_ = line; }
-  void SetBase(size_t base) { base_ = base; }
-
-  absl::StatusOr<Module> ParseModule() {
-    Module m;
+  absl::Status ParseModule(Module& m) {
     SkipWs();
     if (Peek("HloModule")) {
       m.line = LineAt(p_);
@@ -204,29 +484,29 @@ class Parser {
       SkipWs();
       if (p_ >= s_.size()) break;
       if (ParseDebugTable()) continue;
-      auto c = ParseComputation();
-      if (!c.ok()) return c.status();
-      m.computations.push_back(std::move(*c));
+      absl::Status c = ParseComputation(m);
+      if (!c.ok()) return c;
     }
     if (m.computations.empty()) return Err("module has no computations");
     ResolveStackFrames(m);
-    return m;
+    return absl::OkStatus();
   }
 
  private:
-  absl::Status Err(const std::string& what) const {
+  int LineAt(size_t pos) { return lines_.LineAt(base_ + pos); }
+  absl::Status Err(const std::string& what) {
     int line = LineAt(std::min(p_, s_.size() ? s_.size() - 1 : 0));
     return InputError(absl::StrCat("HLO parse error at line ", line, ": ", what), line, std::nullopt);
   }
   bool Peek(std::string_view w) const { return s_.substr(p_, w.size()) == w; }
   void SkipWs() {
-    while (p_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[p_]))) ++p_;
+    while (p_ < s_.size() && IsSpace(s_[p_])) ++p_;
   }
-  std::string Ident() {
+  std::string_view Ident() {
     if (p_ < s_.size() && s_[p_] == '%') ++p_;
     size_t start = p_;
     while (p_ < s_.size() && IsIdentChar(s_[p_])) ++p_;
-    return std::string(s_.substr(start, p_ - start));
+    return s_.substr(start, p_ - start);
   }
   bool Keyword(std::string_view w) {
     if (Peek(w) && (p_ + w.size() >= s_.size() || !IsIdentChar(s_[p_ + w.size()]))) {
@@ -235,8 +515,13 @@ class Parser {
     }
     return false;
   }
+  std::string Snippet() const {
+    std::string_view v = s_.substr(p_, 40);
+    size_t nl = v.find('\n');
+    return std::string(v.substr(0, nl));
+  }
 
-  absl::StatusOr<Computation> ParseComputation() {
+  absl::Status ParseComputation(Module& m) {
     Computation c;
     c.line = LineAt(p_);
     if (Keyword("ENTRY")) {
@@ -248,7 +533,9 @@ class Parser {
     SkipWs();
     if (p_ < s_.size() && s_[p_] == '(') {
       size_t e = SkipBalanced(s_, p_);
-      if (e == std::string_view::npos) return Err("unbalanced parameter list of computation " + c.name);
+      if (e == std::string_view::npos) {
+        return Err(absl::StrCat("unbalanced parameter list of computation ", std::string(c.name)));
+      }
       p_ = e;
       SkipWs();
     }
@@ -257,38 +544,44 @@ class Parser {
       SkipWs();
       std::string_view rest = s_.substr(p_);
       size_t before = rest.size();
-      auto shape = ParseShape(rest);
-      if (!shape.ok()) return Err(std::string(shape.status().message()));
+      size_t nodes = m.shapes.size(), dims = m.dims.size();
+      absl::Status shape = ParseShapeInto(rest, m);
+      if (!shape.ok()) return Err(std::string(shape.message()));
+      m.shapes.resize(nodes);  // the result shape is not kept
+      m.dims.resize(dims);
       p_ += before - rest.size();
       SkipWs();
     }
     // Tolerate computation attributes before the body (e.g. execution_thread="...").
     while (p_ < s_.size() && s_[p_] != '{' && s_[p_] != '\n') ++p_;
     SkipWs();
-    if (p_ >= s_.size() || s_[p_] != '{') return Err("expected '{' to open computation " + c.name);
+    if (p_ >= s_.size() || s_[p_] != '{') return Err(absl::StrCat("expected '{' to open computation ", std::string(c.name)));
     ++p_;
+    c.begin = static_cast<uint32_t>(m.instructions.size());
     for (;;) {
       SkipWs();
-      if (p_ >= s_.size()) return Err("computation " + c.name + " is not closed with '}'");
+      if (p_ >= s_.size()) return Err(absl::StrCat("computation ", std::string(c.name), " is not closed with '}'"));
       if (s_[p_] == '}') {
         ++p_;
         break;
       }
-      auto ins = ParseInstruction();
-      if (!ins.ok()) return ins.status();
-      c.instructions.push_back(std::move(*ins));
+      absl::Status ins = ParseInstruction(m);
+      if (!ins.ok()) return ins;
     }
-    return c;
+    c.count = static_cast<uint32_t>(m.instructions.size()) - c.begin;
+    c.root = static_cast<int>(c.count) - 1;
+    for (uint32_t i = 0; i < c.count; ++i) {
+      if (m.instructions[c.begin + i].is_root) {
+        c.root = static_cast<int>(i);
+        break;
+      }
+    }
+    m.computations.push_back(c);
+    return absl::OkStatus();
   }
 
-  std::string Snippet() const {
-    std::string_view v = s_.substr(p_, 40);
-    size_t nl = v.find('\n');
-    return std::string(v.substr(0, nl));
-  }
-
-  absl::StatusOr<Instruction> ParseInstruction() {
-    Instruction ins;
+  absl::Status ParseInstruction(Module& m) {
+    Instruction& ins = m.instructions.emplace_back();
     ins.line = LineAt(p_);
     if (Keyword("ROOT")) {
       ins.is_root = true;
@@ -297,44 +590,42 @@ class Parser {
     ins.name = Ident();
     if (ins.name.empty()) return Err(absl::StrCat("expected an instruction, found '", Snippet(), "'"));
     SkipWs();
-    if (p_ >= s_.size() || s_[p_] != '=') return Err("expected '=' after instruction name " + ins.name);
+    if (p_ >= s_.size() || s_[p_] != '=') {
+      return Err(absl::StrCat("expected '=' after instruction name ", std::string(ins.name)));
+    }
     ++p_;
     SkipWs();
     {
       std::string_view rest = s_.substr(p_);
       size_t before = rest.size();
-      auto shape = ParseShape(rest);
-      if (!shape.ok()) {
-        return Err(absl::StrCat("bad shape of ", ins.name, ": ", shape.status().message()));
-      }
-      ins.shape = std::move(*shape);
+      ins.shape = static_cast<uint32_t>(m.shapes.size());
+      absl::Status shape = ParseShapeInto(rest, m);
+      if (!shape.ok()) return Err(absl::StrCat("bad shape of ", std::string(ins.name), ": ", shape.message()));
       p_ += before - rest.size();
     }
     SkipWs();
     size_t op_start = p_;
-    while (p_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[p_])) || s_[p_] == '-' ||
-                              s_[p_] == '_' || s_[p_] == '.')) {
-      ++p_;
-    }
-    ins.opcode = std::string(s_.substr(op_start, p_ - op_start));
-    if (ins.opcode.empty()) return Err("expected an opcode for " + ins.name);
+    while (p_ < s_.size() && (IsAlnum(s_[p_]) || s_[p_] == '-' || s_[p_] == '_' || s_[p_] == '.')) ++p_;
+    ins.opcode = s_.substr(op_start, p_ - op_start);
+    if (ins.opcode.empty()) return Err(absl::StrCat("expected an opcode for ", std::string(ins.name)));
     SkipWs();
-    if (p_ >= s_.size() || s_[p_] != '(') return Err("expected '(' after opcode " + ins.opcode);
+    if (p_ >= s_.size() || s_[p_] != '(') return Err(absl::StrCat("expected '(' after opcode ", std::string(ins.opcode)));
     size_t close = SkipBalanced(s_, p_);
-    if (close == std::string_view::npos) return Err("unbalanced operand list of " + ins.name);
+    if (close == std::string_view::npos) return Err(absl::StrCat("unbalanced operand list of ", std::string(ins.name)));
     std::string_view inner = s_.substr(p_ + 1, close - p_ - 2);
     p_ = close;
-    if (ins.opcode == "constant" || ins.opcode == "parameter" || ins.opcode == "iota") {
-      ins.literal = std::string(Trim(inner));
-    } else {
-      for (std::string_view piece : SplitTopLevel(inner)) {
-        if (piece.empty()) continue;
+    ins.operands_begin = static_cast<uint32_t>(m.names.size());
+    if (ins.opcode != "constant" && ins.opcode != "parameter" && ins.opcode != "iota") {
+      ForEachTopLevel(inner, [&](std::string_view piece) {
+        if (piece.empty()) return true;
         size_t sp = piece.find_last_of(" \t\n");
         std::string_view name = sp == std::string_view::npos ? piece : piece.substr(sp + 1);
         if (!name.empty() && name.front() == '%') name.remove_prefix(1);
-        ins.operands.emplace_back(name);
-      }
+        m.names.push_back(name);
+        return true;
+      });
     }
+    ins.operands_count = static_cast<uint32_t>(m.names.size()) - ins.operands_begin;
     // Attributes: ", key=value" repeated; they may continue on following lines.
     for (;;) {
       size_t save = p_;
@@ -347,9 +638,9 @@ class Parser {
       SkipWs();
       size_t kstart = p_;
       while (p_ < s_.size() && IsIdentChar(s_[p_])) ++p_;
-      std::string key(s_.substr(kstart, p_ - kstart));
-      if (key.empty()) return Err("expected an attribute name in " + ins.name);
-      std::string value;
+      std::string_view key = s_.substr(kstart, p_ - kstart);
+      if (key.empty()) return Err(absl::StrCat("expected an attribute name in ", std::string(ins.name)));
+      std::string_view value;
       if (p_ < s_.size() && s_[p_] == '=') {
         ++p_;
         size_t vstart = p_;
@@ -357,68 +648,87 @@ class Parser {
           char c = s_[p_];
           if (c == '{' || c == '[' || c == '(' || c == '"') {
             size_t e = SkipBalanced(s_, p_);
-            if (e == std::string_view::npos) return Err("unbalanced value of attribute " + key);
+            if (e == std::string_view::npos) return Err(absl::StrCat("unbalanced value of attribute ", std::string(key)));
             p_ = e;
             continue;
           }
-          if (c == ',' || c == '}' || std::isspace(static_cast<unsigned char>(c))) break;
+          if (c == ',' || c == '}' || IsSpace(c)) break;
           ++p_;
         }
-        value = std::string(s_.substr(vstart, p_ - vstart));
+        value = s_.substr(vstart, p_ - vstart);
       }
-      ins.attrs[key] = std::move(value);
+      int a = LookupAttr(key);
+      if (a >= 0) {
+        ins.attrs[a] = value;
+        ins.attr_present |= 1u << a;
+      }
     }
-    Finish(ins);
-    return ins;
+    Finish(ins, m);
+    return absl::OkStatus();
   }
 
-  static void Finish(Instruction& ins) {
-    auto md = ins.attrs.find("metadata");
-    if (md != ins.attrs.end()) ParseMetadata(md->second, ins);
-    for (const char* k : {"calls", "to_apply", "body", "condition", "true_computation",
-                          "false_computation", "branch_computations", "select", "scatter"}) {
-      auto it = ins.attrs.find(k);
-      if (it == ins.attrs.end()) continue;
-      std::string_view v = it->second;
+  static void Finish(Instruction& ins, Module& m) {
+    if (ins.Has(kAttrMetadata)) ParseMetadata(ins.attrs[kAttrMetadata], ins, m);
+    ins.called_begin = static_cast<uint32_t>(m.names.size());
+    for (int a = kAttrCalls; a <= kAttrScatter; ++a) {
+      if (!ins.Has(static_cast<Attr>(a))) continue;
+      std::string_view v = ins.attrs[a];
       if (!v.empty() && v.front() == '{') v = v.substr(1, v.size() >= 2 ? v.size() - 2 : 0);
-      for (std::string_view piece : SplitTopLevel(v)) {
+      ForEachTopLevel(v, [&](std::string_view piece) {
         if (!piece.empty() && piece.front() == '%') piece.remove_prefix(1);
-        if (!piece.empty()) ins.called.emplace_back(piece);
-      }
+        if (!piece.empty()) m.names.push_back(piece);
+        return true;
+      });
     }
+    ins.called_count = static_cast<uint32_t>(m.names.size()) - ins.called_begin;
   }
 
   // metadata={op_type="dot" op_name="jit(f)/dot" source_file="/a.py" source_line=3 ...}
-  static void ParseMetadata(std::string_view v, Instruction& ins) {
+  static void ParseMetadata(std::string_view v, Instruction& ins, Module& m) {
     if (!v.empty() && v.front() == '{') v.remove_prefix(1);
     if (!v.empty() && v.back() == '}') v.remove_suffix(1);
+    const size_t n = v.size();
     size_t i = 0;
-    while (i < v.size()) {
-      while (i < v.size() && (std::isspace(static_cast<unsigned char>(v[i])) || v[i] == ',')) ++i;
+    while (i < n) {
+      while (i < n && (IsSpace(v[i]) || v[i] == ',')) ++i;
       size_t ks = i;
-      while (i < v.size() && v[i] != '=' && !std::isspace(static_cast<unsigned char>(v[i]))) ++i;
+      while (i < n && v[i] != '=' && !IsSpace(v[i])) ++i;
       std::string_view key = v.substr(ks, i - ks);
-      if (i >= v.size() || v[i] != '=') {
+      if (i >= n || v[i] != '=') {
         ++i;
         continue;
       }
       ++i;
-      std::string value;
-      if (i < v.size() && v[i] == '"') {
-        for (++i; i < v.size() && v[i] != '"'; ++i) {
-          if (v[i] == '\\' && i + 1 < v.size()) ++i;
-          value.push_back(v[i]);
+      std::string_view value;
+      if (i < n && v[i] == '"') {
+        size_t start = i + 1, j = start;
+        bool escaped = false;
+        while (j < n) {
+          j = static_cast<size_t>(FindAny(v.data() + j, v.data() + n, '"', '\\') - v.data());
+          if (j >= n || v[j] == '"') break;
+          escaped = true;
+          j += j + 1 < n ? 2 : 1;
         }
-        ++i;
-      } else if (i < v.size() && (v[i] == '{' || v[i] == '[')) {
+        value = v.substr(start, std::min(j, n) - start);
+        if (escaped && (key == "op_name" || key == "op_type" || key == "source_file" ||
+                        key == "source_line" || key == "stack_frame_id")) {
+          std::string& u = m.owned.emplace_back();
+          for (size_t k = start; k < n && v[k] != '"'; ++k) {
+            if (v[k] == '\\' && k + 1 < n) ++k;
+            u.push_back(v[k]);
+          }
+          value = u;
+        }
+        i = j + 1;
+      } else if (i < n && (v[i] == '{' || v[i] == '[')) {
         size_t e = SkipBalanced(v, i);
-        if (e == std::string_view::npos) e = v.size();
-        value = std::string(v.substr(i, e - i));
+        if (e == std::string_view::npos) e = n;
+        value = v.substr(i, e - i);
         i = e;
       } else {
         size_t vs = i;
-        while (i < v.size() && !std::isspace(static_cast<unsigned char>(v[i]))) ++i;
-        value = std::string(v.substr(vs, i - vs));
+        while (i < n && !IsSpace(v[i])) ++i;
+        value = v.substr(vs, i - vs);
       }
       if (key == "op_name") ins.op_name = value;
       else if (key == "op_type") ins.op_type = value;
@@ -437,8 +747,7 @@ class Parser {
     std::string_view which;
     for (std::string_view t : {"FileNames", "FunctionNames", "FileLocations", "StackFrames"}) {
       if (Peek(t)) {
-        size_t after = p_ + t.size();
-        size_t q = after;
+        size_t q = p_ + t.size();
         while (q < s_.size() && (s_[q] == ' ' || s_[q] == '\t' || s_[q] == '\r')) ++q;
         if (q >= s_.size() || s_[q] == '\n') which = t;
       }
@@ -447,7 +756,7 @@ class Parser {
     p_ += which.size();
     for (;;) {
       SkipWs();
-      if (p_ >= s_.size() || !std::isdigit(static_cast<unsigned char>(s_[p_]))) break;
+      if (p_ >= s_.size() || !IsDigit(s_[p_])) break;
       size_t eol = s_.find('\n', p_);
       if (eol == std::string_view::npos) eol = s_.size();
       std::string_view line = s_.substr(p_, eol - p_);
@@ -457,174 +766,96 @@ class Parser {
       if (sp == std::string_view::npos || !ToInt(line.substr(0, sp), &id)) continue;
       std::string_view rest = Trim(line.substr(sp + 1));
       if (which == "FileNames" || which == "FunctionNames") {
-        std::string v(rest);
+        std::string_view v = rest;
         if (v.size() >= 2 && v.front() == '"') v = v.substr(1, v.size() - 2);
-        (which == "FileNames" ? file_names_ : function_names_)[id] = v;
+        if (which == "FileNames") file_names_[id] = v;
       } else {
-        std::map<std::string, int64_t> kv;
+        int64_t file_name_id = 0, line_no = 0, file_location_id = 0;
         std::string_view body = rest;
         if (!body.empty() && body.front() == '{') body.remove_prefix(1);
         if (!body.empty() && body.back() == '}') body.remove_suffix(1);
-        for (std::string_view part : SplitWs(body)) {
+        size_t i = 0;
+        while (i < body.size()) {
+          while (i < body.size() && IsSpace(body[i])) ++i;
+          size_t st = i;
+          while (i < body.size() && !IsSpace(body[i])) ++i;
+          if (i == st) continue;
+          std::string_view part = body.substr(st, i - st);
           size_t eq = part.find('=');
           int64_t v = 0;
           if (eq != std::string_view::npos && ToInt(part.substr(eq + 1), &v)) {
-            kv[std::string(part.substr(0, eq))] = v;
+            std::string_view k = part.substr(0, eq);
+            if (k == "file_name_id") file_name_id = v;
+            else if (k == "line") line_no = v;
+            else if (k == "file_location_id") file_location_id = v;
           }
         }
         if (which == "FileLocations") {
-          locations_[id] = {kv["file_name_id"], kv["line"]};
+          locations_[id] = {file_name_id, line_no};
         } else {
-          frames_[id] = kv["file_location_id"];
+          frames_[id] = file_location_id;
         }
       }
     }
     return true;
   }
 
-  static std::vector<std::string_view> SplitWs(std::string_view s) {
-    std::vector<std::string_view> out;
-    size_t i = 0;
-    while (i < s.size()) {
-      while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-      size_t st = i;
-      while (i < s.size() && !std::isspace(static_cast<unsigned char>(s[i]))) ++i;
-      if (i > st) out.push_back(s.substr(st, i - st));
-    }
-    return out;
-  }
-
   void ResolveStackFrames(Module& m) const {
     if (frames_.empty()) return;
-    for (auto& c : m.computations) {
-      for (auto& ins : c.instructions) {
-        if (ins.stack_frame_id == 0 || !ins.source_file.empty()) continue;
-        auto f = frames_.find(ins.stack_frame_id);
-        if (f == frames_.end()) continue;
-        auto loc = locations_.find(f->second);
-        if (loc == locations_.end()) continue;
-        auto file = file_names_.find(loc->second.first);
-        if (file != file_names_.end()) ins.source_file = file->second;
-        ins.source_line = loc->second.second;
-      }
+    for (auto& ins : m.instructions) {
+      if (ins.stack_frame_id == 0 || !ins.source_file.empty()) continue;
+      auto f = frames_.find(ins.stack_frame_id);
+      if (f == frames_.end()) continue;
+      auto loc = locations_.find(f->second);
+      if (loc == locations_.end()) continue;
+      auto file = file_names_.find(loc->second.first);
+      if (file != file_names_.end()) ins.source_file = file->second;
+      ins.source_line = loc->second.second;
     }
   }
 
-  std::map<int64_t, std::string> file_names_, function_names_;
-  std::map<int64_t, std::pair<int64_t, int64_t>> locations_;  // id -> (file id, line)
-  std::map<int64_t, int64_t> frames_;                         // id -> location id
+  absl::flat_hash_map<int64_t, std::string_view> file_names_;
+  absl::flat_hash_map<int64_t, std::pair<int64_t, int64_t>> locations_;  // id -> (file id, line)
+  absl::flat_hash_map<int64_t, int64_t> frames_;                         // id -> location id
   std::string_view s_;
-  const std::vector<size_t>& newlines_;
-  size_t base_ = 0;
+  size_t base_;
+  LineCounter& lines_;
   size_t p_ = 0;
-  int first_line_ = 1;
 };
 
 }  // namespace
 
 absl::StatusOr<Shape> ParseShape(std::string_view& t) {
-  auto skip_ws = [&] {
-    while (!t.empty() && std::isspace(static_cast<unsigned char>(t.front()))) t.remove_prefix(1);
-  };
-  skip_ws();
-  Shape s;
-  if (!t.empty() && t.front() == '(') {
-    s.is_tuple = true;
-    t.remove_prefix(1);
-    skip_ws();
-    if (!t.empty() && t.front() == ')') {
-      t.remove_prefix(1);
-      return s;
-    }
-    for (;;) {
-      auto e = ParseShape(t);
-      if (!e.ok()) return e.status();
-      s.elements.push_back(std::move(*e));
-      skip_ws();
-      if (t.empty()) return absl::InvalidArgumentError("unterminated tuple shape");
-      if (t.front() == ',') {
-        t.remove_prefix(1);
-        continue;
-      }
-      if (t.front() == ')') {
-        t.remove_prefix(1);
-        break;
-      }
-      return absl::InvalidArgumentError(absl::StrCat("unexpected '", std::string(1, t.front()),
-                                                     "' in tuple shape"));
-    }
-    return s;
-  }
-  size_t i = 0;
-  while (i < t.size() && std::isalnum(static_cast<unsigned char>(t[i]))) ++i;
-  if (i == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("expected a shape, found '", std::string(t.substr(0, 20)),
-                                                   "'"));
-  }
-  s.dtype = std::string(t.substr(0, i));
-  t.remove_prefix(i);
-  if (t.empty() || t.front() != '[') {
-    return absl::InvalidArgumentError(absl::StrCat("expected '[' after element type ", s.dtype));
-  }
-  size_t close = t.find(']');
-  if (close == std::string_view::npos) return absl::InvalidArgumentError("unterminated dimensions");
-  std::string_view dims = t.substr(1, close - 1);
-  t.remove_prefix(close + 1);
-  if (!Trim(dims).empty()) {
-    for (std::string_view d : SplitTopLevel(dims)) {
-      if (d.substr(0, 2) == "<=") d.remove_prefix(2);
-      int64_t v = 0;
-      if (d == "?") v = 0;
-      else if (!ToInt(d, &v)) {
-        return absl::InvalidArgumentError(absl::StrCat("bad dimension '", std::string(d), "'"));
-      }
-      s.dims.push_back(v);
-    }
-  }
-  if (!t.empty() && t.front() == '{') {
-    size_t e = SkipBalanced(t, 0);
-    if (e == std::string_view::npos) return absl::InvalidArgumentError("unterminated layout");
-    t.remove_prefix(e);
-  }
-  return s;
+  Module m;
+  absl::Status s = ParseShapeInto(t, m);
+  if (!s.ok()) return s;
+  return m.ToShape(0);
 }
 
-void ForEachHloModule(std::string_view text, const std::function<void(absl::StatusOr<Module>)>& fn,
-                      int first_line) {
-  std::string clean = StripComments(text);
-  std::vector<size_t> newlines;
-  for (size_t i = 0; i < clean.size(); ++i) {
-    if (clean[i] == '\n') newlines.push_back(i);
-  }
+int ForEachHloModule(char* text, size_t size, Module& m,
+                     const std::function<void(const absl::Status&, const Module&)>& fn, int first_line) {
+  StripComments(text, size);
+  std::string_view all(text, size);
   // Module starts: "HloModule" at the start of a line (after blanks).
   std::vector<size_t> starts;
-  size_t line_start = 0;
-  for (size_t i = 0; i <= clean.size(); ++i) {
-    if (i == clean.size() || clean[i] == '\n') {
-      size_t j = line_start;
-      while (j < i && (clean[j] == ' ' || clean[j] == '\t')) ++j;
-      if (clean.compare(j, 9, "HloModule") == 0) starts.push_back(j);
-      line_start = i + 1;
-    }
+  for (size_t h = all.find("HloModule"); h != std::string_view::npos; h = all.find("HloModule", h + 9)) {
+    size_t j = h;
+    while (j > 0 && (all[j - 1] == ' ' || all[j - 1] == '\t')) --j;
+    if (j == 0 || all[j - 1] == '\n') starts.push_back(h);
   }
-  std::string_view all(clean);
+  LineCounter lines(text, size, first_line);
   if (starts.empty()) {
-    if (Trim(all).empty()) return;
+    if (Trim(all).empty()) return lines.Total();
     starts.push_back(0);
   }
   for (size_t k = 0; k < starts.size(); ++k) {
-    size_t end = k + 1 < starts.size() ? starts[k + 1] : clean.size();
-    Parser p(all.substr(starts[k], end - starts[k]), newlines);
-    p.SetBase(starts[k]);
-    p.SetFirstLine(first_line);
-    fn(p.ParseModule());
+    size_t end = k + 1 < starts.size() ? starts[k + 1] : size;
+    Parser p(all.substr(starts[k], end - starts[k]), starts[k], lines);
+    m.Clear();
+    absl::Status s = p.ParseModule(m);
+    fn(s, m);
   }
-}
-
-std::vector<absl::StatusOr<Module>> ParseHloText(std::string_view text) {
-  std::vector<absl::StatusOr<Module>> out;
-  ForEachHloModule(text, [&](absl::StatusOr<Module> m) { out.push_back(std::move(m)); });
-  return out;
+  return lines.Total();
 }
 
 }  // namespace falcon::plugins::hlo
