@@ -295,6 +295,7 @@ func (k *kubelet) start(ctx context.Context, p *corev1.Pod) {
 			for _, d := range strings.Split(k.path, ":") {
 				if st, err := os.Stat(filepath.Join(d, argv[0])); err == nil && !st.IsDir() {
 					cmd.Path = filepath.Join(d, argv[0])
+					cmd.Err = nil // exec.Command's own lookup (in the kubelet's PATH) may have failed
 					break
 				}
 			}

@@ -1,0 +1,527 @@
+// The seed's robustness criteria on Kubernetes, through real processes: falcon-apiserver (SQLite) and one or
+// two analyzer-controllers (--runtime=kubernetes) against the test control plane of control-plane.sh (a real
+// kube-apiserver; its fake kubelet runs each Pod's falcon-runner locally). Every controller runs as the
+// ServiceAccount of deploy/kubernetes/10-rbac.yaml (a real token from the TokenRequest API), so the tests
+// also show that the controller needs nothing beyond that Role.
+//
+// One control plane per test process (ctest runs each test in its own process); one namespace, labelled
+// pod-security enforce=restricted, per test. Every process started here is stopped at the end of its test.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "controller/api_client.h"
+#include "kube/kube_test_env.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using falcon::kube::testing::ControlPlane;
+using namespace std::chrono_literals;
+
+const std::string kBin = FALCON_BIN_DIR;
+const std::string kSource = FALCON_SOURCE_DIR;
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  int port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+std::string ReadFile(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A child process with stdout+stderr appended to a log file.
+class Process {
+ public:
+  Process(std::vector<std::string> argv, fs::path log) : argv_(std::move(argv)), log_(std::move(log)) {
+    pid_ = fork();
+    if (pid_ == 0) {
+      setpgid(0, 0);
+      int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> args;
+      for (auto& a : argv_) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+  }
+  ~Process() { Stop(); }
+  pid_t pid() const { return pid_; }
+  void Signal(int sig) {
+    if (pid_ > 0) kill(pid_, sig);
+  }
+  void Kill9() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+    }
+  }
+  void Stop() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    kill(pid_, SIGCONT);  // a paused process handles SIGTERM only once it runs again
+    for (int i = 0; i < 100; ++i) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return;
+      }
+      std::this_thread::sleep_for(100ms);
+    }
+    Kill9();
+  }
+  std::string Log() { return ReadFile(log_); }
+
+ private:
+  std::vector<std::string> argv_;
+  fs::path log_;
+  pid_t pid_ = -1;
+};
+
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto until = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < until) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return pred();
+}
+
+int Count(const std::string& hay, const std::string& needle) {
+  int n = 0;
+  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+  return n;
+}
+
+struct ControllerProc {
+  int grpc_port = 0, http_port = 0;
+  std::unique_ptr<Process> proc;
+};
+
+// Lease timings of the leader-election tests (seconds): a standby takes over within kLeaseDuration of the
+// leader's last renewal.
+constexpr double kLeaseDuration = 3, kRenewDeadline = 2, kRetryPeriod = 0.5;
+
+class KubeE2E : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    // The fake kubelet runs `falcon-runner` (and, through it, the plugins) from the build.
+    setenv("FALCON_KUBELET_PATH", kBin.c_str(), 1);
+    std::string err;
+    cp_ = ControlPlane::Start(&err).release();
+    start_error_ = err;
+  }
+  static void TearDownTestSuite() {
+    delete cp_;
+    cp_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(cp_, nullptr) << "the test control plane did not start:\n" << start_error_;
+    char tmpl[] = "/tmp/falcon-kube-e2e-XXXXXX";
+    dir_ = mkdtemp(tmpl);
+    objects_ = dir_ / "objects";
+    fs::create_directories(objects_);
+    ns_ = cp_->NewNamespace("e2e");
+    ASSERT_FALSE(ns_.empty()) << "cannot create a namespace";
+    ASSERT_NO_FATAL_FAILURE(WriteServiceAccountKubeconfig());
+  }
+
+  void TearDown() override {
+    controllers_.clear();
+    apiserver_.reset();
+    // Pods of this test (the fake kubelet kills their processes on delete).
+    std::string out;
+    cp_->Kubectl("delete pods --all -n " + ns_ + " --grace-period=0 --wait=false", &out);
+    if (!HasFailure()) {
+      fs::remove_all(dir_);
+    } else {
+      std::cerr << "kept " << dir_ << " for inspection\n";
+    }
+  }
+
+  // Applies the controller's ServiceAccount, Role and RoleBinding of deploy/kubernetes/10-rbac.yaml to this
+  // test's namespace and writes a kubeconfig that authenticates with a token of that ServiceAccount.
+  void WriteServiceAccountKubeconfig() {
+    std::string rbac = ReadFile(kSource + "/deploy/kubernetes/10-rbac.yaml");
+    ASSERT_FALSE(rbac.empty());
+    rbac = std::regex_replace(rbac, std::regex("namespace: falcon\\b"), "namespace: " + ns_);
+    std::ofstream(dir_ / "rbac.yaml") << rbac;
+    std::string out;
+    ASSERT_EQ(cp_->Kubectl("apply -f " + (dir_ / "rbac.yaml").string(), &out), 0) << out;
+    auto tr = cp_->admin().Post("/api/v1/namespaces/" + ns_ + "/serviceaccounts/analyzer-controller/token",
+                                {{"apiVersion", "authentication.k8s.io/v1"},
+                                 {"kind", "TokenRequest"},
+                                 {"spec", {{"expirationSeconds", 3600}}}});
+    ASSERT_TRUE(tr.ok()) << tr.status();
+    std::string token = (*tr)["status"]["token"];
+    kubeconfig_ = dir_ / "sa.kubeconfig";
+    std::ofstream(kubeconfig_) << "apiVersion: v1\nkind: Config\n"
+                               << "clusters:\n- name: test\n  cluster:\n    server: https://127.0.0.1:"
+                               << cp_->Env("APISERVER_PORT") << "\n    certificate-authority: " << cp_->dir()
+                               << "/pki/ca.crt\n"
+                               << "users:\n- name: analyzer-controller\n  user:\n    token: " << token << "\n"
+                               << "contexts:\n- name: test\n  context:\n    cluster: test\n"
+                               << "    user: analyzer-controller\n    namespace: " << ns_ << "\n"
+                               << "current-context: test\n";
+  }
+
+  void StartSystem(int n_controllers, std::vector<std::string> controller_flags) {
+    http_port_ = FreePort();
+    api_grpc_port_ = FreePort();
+    std::string addrs;
+    std::vector<std::pair<int, int>> ports;
+    for (int i = 0; i < n_controllers; ++i) {
+      ports.push_back({FreePort(), FreePort()});
+      addrs += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(ports.back().first);
+    }
+    apiserver_ = std::make_unique<Process>(
+        std::vector<std::string>{kBin + "/falcon-apiserver", "--db=sqlite://" + (dir_ / "falcon.db").string(),
+                                 "--http-listen=127.0.0.1:" + std::to_string(http_port_),
+                                 "--grpc-listen=127.0.0.1:" + std::to_string(api_grpc_port_),
+                                 "--controller-addr=" + addrs, "--object-store=file://" + objects_.string()},
+        dir_ / "apiserver.log");
+    ASSERT_TRUE(WaitFor([&] { return HttpStatus(http_port_, "/readyz") == 200; }, 30s))
+        << "API server not ready:\n" << apiserver_->Log();
+    flags_ = controller_flags;
+    for (int i = 0; i < n_controllers; ++i) {
+      ControllerProc c;
+      c.grpc_port = ports[i].first;
+      c.http_port = ports[i].second;
+      controllers_.push_back(std::move(c));
+      StartController(i);
+    }
+  }
+
+  void StartController(int i) {
+    auto& c = controllers_[i];
+    std::vector<std::string> argv = {kBin + "/analyzer-controller",
+                                     "--api-server=127.0.0.1:" + std::to_string(api_grpc_port_),
+                                     "--grpc-listen=127.0.0.1:" + std::to_string(c.grpc_port),
+                                     "--http-listen=127.0.0.1:" + std::to_string(c.http_port),
+                                     "--runtime=kubernetes",
+                                     "--kubeconfig=" + kubeconfig_.string(),
+                                     "--namespace=" + ns_,
+                                     "--analysis-image=falcon-analyzer:test",
+                                     "--object-store=file://" + objects_.string(),
+                                     "--resync-interval=1",
+                                     "--log-upload-interval=1",
+                                     "--identity=c" + std::to_string(i)};
+    argv.insert(argv.end(), flags_.begin(), flags_.end());
+    c.proc = std::make_unique<Process>(argv, dir_ / ("controller" + std::to_string(i) + ".log"));
+  }
+
+  std::vector<std::string> LeaderFlags() {
+    return {"--leader-elect", "--lease-duration=" + std::to_string(kLeaseDuration),
+            "--renew-deadline=" + std::to_string(kRenewDeadline), "--retry-period=" + std::to_string(kRetryPeriod)};
+  }
+
+  void WaitReady(int i) {
+    ASSERT_TRUE(WaitFor([&] { return HttpStatus(controllers_[i].http_port, "/readyz") == 200; }, 30s))
+        << "controller " << i << " not ready:\n" << controllers_[i].proc->Log();
+  }
+  int WaitLeader() {
+    int leader = -1;
+    WaitFor([&] {
+      for (size_t i = 0; i < controllers_.size(); ++i) {
+        if (HttpStatus(controllers_[i].http_port, "/readyz") == 200) leader = static_cast<int>(i);
+      }
+      return leader >= 0;
+    }, 30s);
+    return leader;
+  }
+
+  int HttpStatus(int port, const std::string& path, std::string* body = nullptr) {
+    httplib::Client cli("127.0.0.1", port);
+    cli.set_connection_timeout(1);
+    cli.set_read_timeout(2);
+    auto r = cli.Get(path.c_str());
+    if (r && body) *body = r->body;
+    return r ? r->status : -1;
+  }
+
+  json Call(const std::string& method, const std::string& path, const json& body = nullptr, int* status = nullptr) {
+    httplib::Client cli("127.0.0.1", http_port_);
+    cli.set_read_timeout(60);
+    httplib::Result r = method == "GET"    ? cli.Get(path.c_str())
+                        : method == "POST" ? cli.Post(path.c_str(), body.is_null() ? "" : body.dump(), "application/json")
+                                           : cli.Delete(path.c_str());
+    if (!r) {
+      if (status) *status = -1;
+      return nullptr;
+    }
+    if (status) *status = r->status;
+    return json::parse(r->body, nullptr, false);
+  }
+  void CreateExp(const std::string& id) {
+    int st;
+    Call("POST", "/v1/exps", {{"exp_id", id}, {"name", id}, {"status", "completed"}}, &st);
+    ASSERT_EQ(st, 201);
+  }
+  std::string Command(const std::string& exp, const std::string& cmd) {
+    int st;
+    json j = Call("POST", "/v1/analyses", {{"exp_id", exp}, {"analysis_type", "online"}, {"command", cmd}}, &st);
+    EXPECT_EQ(st, 201) << j.dump();
+    return j.is_object() ? j.value("analysis_id", "") : "";
+  }
+  json Get(const std::string& id) { return Call("GET", "/v1/analyses/" + id); }
+  std::string Status(const std::string& id) {
+    json j = Get(id);
+    return j.is_object() ? j.value("status", "") : "";
+  }
+  bool WaitStatus(const std::string& id, const std::string& want, std::chrono::milliseconds t = 60s) {
+    return WaitFor([&] { return Status(id) == want; }, t);
+  }
+
+  std::string PodName(const std::string& id) { return "falcon-analysis-" + id; }
+  // Pods carrying the label falcon.dev/analysis-id=ID (-1 if the list fails).
+  int PodsFor(const std::string& id) {
+    auto r = cp_->admin().Get("/api/v1/namespaces/" + ns_ + "/pods?labelSelector=falcon.dev%2Fanalysis-id%3D" + id);
+    return r.ok() ? static_cast<int>((*r)["items"].size()) : -1;
+  }
+  std::string PodPhase(const std::string& id) {
+    auto r = cp_->admin().Get("/api/v1/namespaces/" + ns_ + "/pods/" + PodName(id));
+    return r.ok() ? (*r)["status"].value("phase", "") : "";
+  }
+  json Lease() {
+    auto r = cp_->admin().Get("/apis/coordination.k8s.io/v1/namespaces/" + ns_ + "/leases/analyzer-controller");
+    return r.ok() ? (*r)["spec"] : json::object();
+  }
+  // falcon_grpc_requests_total of the API server for one method and code.
+  double ApiserverRequests(const std::string& method, const std::string& code) {
+    std::string body;
+    if (HttpStatus(http_port_, "/metrics", &body) != 200) return -1;
+    std::regex re("falcon_grpc_requests_total\\{[^}]*method=\"" + method + "\"[^}]*code=\"" + code +
+                  "\"[^}]*\\} ([0-9.e+]+)");
+    std::smatch m;
+    return std::regex_search(body, m, re) ? std::stod(m[1]) : 0;
+  }
+  std::string AllLogs() {
+    std::string s;
+    for (size_t i = 0; i < controllers_.size(); ++i) {
+      s += "--- controller " + std::to_string(i) + "\n" + controllers_[i].proc->Log();
+    }
+    return s;
+  }
+
+  static ControlPlane* cp_;
+  static std::string start_error_;
+  fs::path dir_, objects_, kubeconfig_;
+  std::string ns_;
+  int http_port_ = 0, api_grpc_port_ = 0;
+  std::vector<std::string> flags_;
+  std::unique_ptr<Process> apiserver_;
+  std::vector<ControllerProc> controllers_;
+};
+
+ControlPlane* KubeE2E::cp_ = nullptr;
+std::string KubeE2E::start_error_;
+
+// The whole path once: an online analysis with a plugin and a failing command, Pods run by the fake kubelet,
+// results and logs in the object store, under the ServiceAccount's RBAC and the restricted Pod Security.
+TEST_F(KubeE2E, AnalysesRunAsPodsUnderTheServiceAccount) {
+  StartSystem(1, {});
+  WaitReady(0);
+  CreateExp("exp1");
+  std::string ok = Command("exp1", "echo hello from a pod > \"$FALCON_OUTPUT_DIR/r.txt\"");
+  std::string bad = Command("exp1", "echo oops >&2; exit 3");
+  ASSERT_TRUE(WaitStatus(ok, "succeeded")) << Get(ok).dump(2) << AllLogs();
+  EXPECT_EQ(ReadFile(objects_ / "analysis" / "exp1" / ok / "r.txt"), "hello from a pod\n");
+  ASSERT_TRUE(WaitStatus(bad, "failed")) << Get(bad).dump(2) << AllLogs();
+  std::string err = Get(bad)["error_message"];
+  EXPECT_NE(err.find("exit code 3"), std::string::npos) << err;
+  EXPECT_EQ(PodsFor(ok), 1);
+  EXPECT_EQ(PodPhase(ok), "Succeeded");
+  EXPECT_EQ(PodPhase(bad), "Failed");
+  // Nothing was forbidden along the way.
+  EXPECT_EQ(Count(AllLogs(), "forbidden"), 0) << AllLogs();
+}
+
+// kubectl delete pod → FAILED "pod deleted externally", within seconds.
+TEST_F(KubeE2E, PodDeletedThroughTheKubernetesApiFailsTheAnalysis) {
+  StartSystem(1, {});
+  WaitReady(0);
+  CreateExp("exp2");
+  std::string id = Command("exp2", "echo started; sleep 120");
+  ASSERT_TRUE(WaitStatus(id, "running")) << Get(id).dump(2) << AllLogs();
+  ASSERT_TRUE(WaitFor([&] { return PodPhase(id) == "Running"; }, 30s)) << PodPhase(id);
+  std::string out;
+  ASSERT_EQ(cp_->Kubectl("delete pod " + PodName(id) + " -n " + ns_ + " --wait=false", &out), 0) << out;
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitStatus(id, "failed", 20s)) << Get(id).dump(2) << AllLogs();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);
+  EXPECT_EQ(Get(id)["error_message"], "pod deleted externally");
+  std::this_thread::sleep_for(2s);  // two resyncs: the controller does not recreate it
+  EXPECT_EQ(PodsFor(id), 0);
+  EXPECT_EQ(Status(id), "failed");
+}
+
+// kill -9 the controller with analyses running and pending; the restarted controller adopts the running
+// Pods (no second Pod), starts the pending ones and records every outcome.
+TEST_F(KubeE2E, ControllerKilledAndRestartedAdoptsPodsWithoutDuplicates) {
+  StartSystem(1, {"--online-concurrency=2"});
+  WaitReady(0);
+  CreateExp("exp3");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) ids.push_back(Command("exp3", "sleep 4"));
+  ASSERT_TRUE(WaitFor([&] {
+    int running = 0;
+    for (const auto& id : ids) running += Status(id) == "running";
+    return running == 2;
+  }, 60s)) << AllLogs();
+  controllers_[0].proc->Kill9();
+  int pending = 0;
+  for (const auto& id : ids) pending += Status(id) == "pending";
+  EXPECT_EQ(pending, 3) << "killed with analyses running and pending";
+  StartController(0);
+  WaitReady(0);
+  for (const auto& id : ids) {
+    ASSERT_TRUE(WaitStatus(id, "succeeded", 120s)) << Get(id).dump(2) << AllLogs();
+  }
+  std::string logs = ReadFile(dir_ / "controller0.log");
+  // The restarted controller found both Pods of the running analyses: nothing to recreate.
+  size_t last = logs.rfind("recovery: ");
+  ASSERT_NE(last, std::string::npos) << logs;
+  std::string recovery = logs.substr(last, logs.find('\n', last) - last);
+  EXPECT_NE(recovery.find("3 pending, 2 running, 0 to recreate"), std::string::npos) << recovery;
+  for (const auto& id : ids) {
+    EXPECT_EQ(PodsFor(id), 1) << id;
+    EXPECT_EQ(Count(logs, "created pod " + PodName(id)), 1) << id << " created twice:\n" << logs;
+  }
+}
+
+// Two replicas on the Lease; kill -9 the leader: the standby takes over within the lease duration (plus a
+// retry period), and every analysis gets exactly one Pod.
+TEST_F(KubeE2E, StandbyTakesOverTheLeaseWhenTheLeaderIsKilled) {
+  auto flags = LeaderFlags();
+  flags.push_back("--online-concurrency=2");
+  StartSystem(2, flags);
+  int leader = WaitLeader();
+  ASSERT_GE(leader, 0) << AllLogs();
+  int standby = 1 - leader;
+  EXPECT_EQ(HttpStatus(controllers_[standby].http_port, "/readyz"), 503) << "exactly one is ready";
+  EXPECT_EQ(Lease().value("holderIdentity", ""), "c" + std::to_string(leader)) << Lease().dump();
+  CreateExp("exp4");
+  std::vector<std::string> ids;
+  for (int i = 0; i < 4; ++i) ids.push_back(Command("exp4", "sleep 3"));
+  ASSERT_TRUE(WaitStatus(ids[0], "running")) << AllLogs();
+  controllers_[leader].proc->Kill9();
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor([&] { return Lease().value("holderIdentity", "") == "c" + std::to_string(standby); }, 30s))
+      << Lease().dump() << AllLogs();
+  auto took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::cerr << "takeover after " << took << " s (lease duration " << kLeaseDuration << " s)\n";
+  EXPECT_LT(took, kLeaseDuration + 2 * kRetryPeriod + 0.5) << "takes over within the lease duration";
+  WaitReady(standby);
+  for (const auto& id : ids) {
+    ASSERT_TRUE(WaitStatus(id, "succeeded", 120s)) << Get(id).dump(2) << AllLogs();
+  }
+  std::string more = Command("exp4", "true");  // the API server finds the new leader
+  ASSERT_TRUE(WaitStatus(more, "succeeded")) << AllLogs();
+  ids.push_back(more);
+  for (const auto& id : ids) {
+    EXPECT_EQ(PodsFor(id), 1) << id;
+    EXPECT_LE(Count(AllLogs(), "created pod " + PodName(id)), 1) << id << " created twice";
+  }
+}
+
+// Fencing: the leader is paused (SIGSTOP) until its successor has taken the Lease and written with the new
+// epoch. A write carrying the old epoch is refused (FAILED_PRECONDITION) and changes nothing; the resumed
+// old leader stops acting and overwrites nothing of its successor's.
+TEST_F(KubeE2E, PausedOldLeadersLateWritesAreRefused) {
+  StartSystem(2, LeaderFlags());
+  int old = WaitLeader();
+  ASSERT_GE(old, 0) << AllLogs();
+  int next = 1 - old;
+  const int64_t old_epoch = Lease().value("leaseTransitions", 0);
+  ASSERT_GE(old_epoch, 1) << Lease().dump();
+  CreateExp("exp5");
+  std::string early = Command("exp5", "sleep 3");
+  std::string long_running = Command("exp5", "sleep 120");
+  ASSERT_TRUE(WaitStatus(early, "running")) << AllLogs();
+  ASSERT_TRUE(WaitStatus(long_running, "running")) << AllLogs();
+
+  controllers_[old].proc->Signal(SIGSTOP);
+  ASSERT_TRUE(WaitFor([&] { return Lease().value("holderIdentity", "") == "c" + std::to_string(next); }, 30s))
+      << Lease().dump() << AllLogs();
+  const int64_t new_epoch = Lease().value("leaseTransitions", 0);
+  EXPECT_GT(new_epoch, old_epoch);
+  WaitReady(next);
+  // The successor records the outcome of the Pod it adopted: a write with the new epoch.
+  ASSERT_TRUE(WaitStatus(early, "succeeded", 60s)) << Get(early).dump(2) << AllLogs();
+  // (No submissions while the old leader is paused: the API server would try it first and wait for its
+  // call timeout.)
+
+  // A write with the old epoch, as the paused leader would send it.
+  falcon::SystemClock clock;
+  falcon::SystemRandom random;
+  auto api = falcon::controller::NewGrpcApiClient("127.0.0.1:" + std::to_string(api_grpc_port_), clock, random);
+  api->SetLeaseEpoch(old_epoch);
+  falcon::api::v1::AnalysisRecord upd;
+  upd.set_status(falcon::api::v1::ANALYSIS_STATUS_FAILED);
+  upd.set_error_message("written by a deposed leader");
+  double refused_before = ApiserverRequests("UpdateAnalysisRecord", "FAILED_PRECONDITION");
+  auto r = api->UpdateAnalysisRecord(long_running, upd, {"status", "error_message"});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(std::string(r.status().message()).find("epoch"), std::string::npos) << r.status();
+  EXPECT_EQ(ApiserverRequests("UpdateAnalysisRecord", "FAILED_PRECONDITION"), refused_before + 1);
+  EXPECT_EQ(Status(long_running), "running") << "the refused write changed nothing";
+  auto del = api->DeleteAnalysisRecord(long_running);
+  EXPECT_EQ(del.code(), absl::StatusCode::kFailedPrecondition) << del;
+  EXPECT_EQ(Status(long_running), "running");
+
+  // The old leader resumes: it finds it lost the Lease and stops acting; whatever it still sends is refused.
+  controllers_[old].proc->Signal(SIGCONT);
+  ASSERT_TRUE(WaitFor([&] { return Count(controllers_[old].proc->Log(), "lost leadership") >= 1; }, 20s))
+      << controllers_[old].proc->Log();
+  std::this_thread::sleep_for(3s);
+  EXPECT_EQ(HttpStatus(controllers_[old].http_port, "/readyz"), 503);
+  EXPECT_EQ(HttpStatus(controllers_[next].http_port, "/readyz"), 200);
+  EXPECT_EQ(Lease().value("holderIdentity", ""), "c" + std::to_string(next));
+  EXPECT_EQ(Status(early), "succeeded");
+  EXPECT_EQ(Status(long_running), "running");
+  for (const auto& id : {early, long_running}) EXPECT_EQ(PodsFor(id), 1) << id;
+  // Any late write of the old leader reached the API server only to be refused: the successor's epoch is
+  // the newest the API server has seen.
+  std::string old_log = controllers_[old].proc->Log();
+  std::cerr << "old leader's refused late writes (log lines naming a stale epoch): "
+            << Count(old_log, "stale leader epoch") << "\n";
+}
+
+}  // namespace
