@@ -13,59 +13,20 @@
 #include <sstream>
 #include <thread>
 
+#include "support/process.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+using falcon::testsupport::Process;
+using falcon::testsupport::ReadFile;
+
+// The command line of falcon-apiserver with `args`.
+std::vector<std::string> Apiserver(std::vector<std::string> args) {
+  args.insert(args.begin(), std::string(FALCON_BIN_DIR) + "/falcon-apiserver");
+  return args;
 }
-
-class Process {
- public:
-  // Starts FALCON_BIN_DIR/falcon-apiserver with `args`, stderr into `log`.
-  Process(const std::vector<std::string>& args, const fs::path& log) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      FILE* f = fopen(log.c_str(), "w");
-      dup2(fileno(f), 2);
-      std::vector<std::string> all = {std::string(FALCON_BIN_DIR) + "/falcon-apiserver"};
-      all.insert(all.end(), args.begin(), args.end());
-      std::vector<char*> argv;
-      for (auto& a : all) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  ~Process() {
-    if (pid_ > 0 && !exited_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  // Waits up to `timeout` for the exit; returns the exit code, or -1 on timeout / signal death.
-  int Wait(std::chrono::seconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        exited_ = true;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return -1;
-  }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-  bool exited_ = false;
-};
 
 class ApiserverBinaryTest : public ::testing::Test {
  protected:
@@ -82,21 +43,21 @@ class ApiserverBinaryTest : public ::testing::Test {
 };
 
 TEST_F(ApiserverBinaryTest, BadFlagIsAClearErrorAtStart) {
-  Process p({"--db=sqlite://" + (dir_ / "f.db").string(), "--http-listen=nonsense"}, dir_ / "log");
-  EXPECT_EQ(p.Wait(std::chrono::seconds(20)), 1);
+  Process p(Apiserver({"--db=sqlite://" + (dir_ / "f.db").string(), "--http-listen=nonsense"}), dir_ / "log");
+  EXPECT_EQ(p.Wait(std::chrono::seconds(20)), std::optional<int>(1));
   std::string log = ReadFile(dir_ / "log");
   EXPECT_NE(log.find("--http-listen"), std::string::npos) << log;
   EXPECT_NE(log.find("HOST:PORT"), std::string::npos) << log;
 
-  Process q({"--db=sqlite://" + (dir_ / "f.db").string(), "--no-such-flag"}, dir_ / "log2");
-  EXPECT_NE(q.Wait(std::chrono::seconds(20)), 0);
+  Process q(Apiserver({"--db=sqlite://" + (dir_ / "f.db").string(), "--no-such-flag"}), dir_ / "log2");
+  EXPECT_NE(q.Wait(std::chrono::seconds(20)), std::optional<int>(0));
   EXPECT_NE(ReadFile(dir_ / "log2").find("--no-such-flag"), std::string::npos);
 }
 
 TEST_F(ApiserverBinaryTest, BecomesReadyAndDrainsOnSigterm) {
-  Process p({"--db=sqlite://" + (dir_ / "f.db").string(), "--http-listen=127.0.0.1:0",
-             "--grpc-listen=127.0.0.1:0", "--controller-addr=127.0.0.1:1",
-             "--controller-retry-seconds=1"},
+  Process p(Apiserver({"--db=sqlite://" + (dir_ / "f.db").string(), "--http-listen=127.0.0.1:0",
+                       "--grpc-listen=127.0.0.1:0", "--controller-addr=127.0.0.1:1",
+                       "--controller-retry-seconds=1"}),
             dir_ / "log");
   // The bound port is in the start-up log line.
   int port = 0;
@@ -126,7 +87,7 @@ TEST_F(ApiserverBinaryTest, BecomesReadyAndDrainsOnSigterm) {
   kill(p.pid(), SIGTERM);
   slow.join();
   EXPECT_EQ(slow_status, 503) << "the in-flight request was answered, not dropped";
-  EXPECT_EQ(p.Wait(std::chrono::seconds(20)), 0) << ReadFile(dir_ / "log");
+  EXPECT_EQ(p.Wait(std::chrono::seconds(20)), std::optional<int>(0)) << ReadFile(dir_ / "log");
   EXPECT_NE(ReadFile(dir_ / "log").find("draining"), std::string::npos);
 }
 

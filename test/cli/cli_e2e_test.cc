@@ -1,14 +1,12 @@
-// End to end: the real `falcon` binary against a real falcon-apiserver and analyzer-controller (local
-// runtime, SQLite, a file:// object store), all on free loopback ports in a temp dir, all stopped after.
-// The whole user workflow: exp create / add-artifact / complete, plugin list, offline analyses appearing by
-// themselves, analysis create --wait --follow with a script, logs, results --download, cancel.
+// End to end: the real `falcon` binary against a real falcon-apiserver and analyzer-controller
+// (local runtime, SQLite, a file:// object store), all on free loopback ports in a temp dir, all
+// stopped after. The whole user workflow: exp create / add-artifact / complete, plugin list,
+// offline analyses appearing by themselves, analysis create --wait --follow with a script, logs,
+// results --download, cancel.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-
-#include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,74 +15,26 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "support/process.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace std::chrono_literals;
+using falcon::testsupport::FreePort;
+using falcon::testsupport::Process;
+using falcon::testsupport::ReadFile;
 
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// Starts argv with stdout+stderr into `log`, in its own process group. Returns the pid.
-pid_t Spawn(const std::vector<std::string>& argv, const fs::path& log,
-            const std::map<std::string, std::string>& env = {}) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fd, 1);
-    ::dup2(fd, 2);
-    int devnull = ::open("/dev/null", O_RDONLY);
-    ::dup2(devnull, 0);
-    for (const auto& [k, v] : env) ::setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-// SIGTERM, then SIGKILL after a grace period; always reaps.
-void Stop(pid_t pid) {
-  if (pid <= 0) return;
-  ::kill(pid, SIGTERM);
-  for (int i = 0; i < 100; ++i) {
-    int st;
-    if (::waitpid(pid, &st, WNOHANG) == pid) return;
-    std::this_thread::sleep_for(50ms);
-  }
-  ::kill(-pid, SIGKILL);
-  ::kill(pid, SIGKILL);
-  int st;
-  ::waitpid(pid, &st, 0);
-}
-
-// SIGKILLs every process whose command line mentions `dir` (the detached local Pods of this test only).
+// SIGKILLs every process whose command line mentions `dir` (the detached local Pods of this test
+// only).
 void KillProcessesUnder(const fs::path& dir) {
   const std::string needle = dir.string();
   std::error_code ec;
@@ -118,18 +68,24 @@ class CliE2ETest : public ::testing::Test {
     server_ = "http://127.0.0.1:" + std::to_string(http_port_);
     const std::string bin = FALCON_BIN_DIR;
     const std::string store = "file://" + (dir_ / "store").string();
-    apiserver_ = Spawn({bin + "/falcon-apiserver", "--db=sqlite://" + (dir_ / "falcon.db").string(),
-                        "--http-listen=127.0.0.1:" + std::to_string(http_port_),
-                        "--grpc-listen=127.0.0.1:" + std::to_string(grpc_port),
-                        "--controller-addr=127.0.0.1:" + std::to_string(controller_port), "--object-store=" + store},
-                       dir_ / "apiserver.log");
-    controller_ = Spawn({bin + "/analyzer-controller", "--runtime=local", "--state-dir=" + (dir_ / "state").string(),
-                         "--object-store=" + store, "--api-server=127.0.0.1:" + std::to_string(grpc_port),
-                         "--grpc-listen=127.0.0.1:" + std::to_string(controller_port),
-                         "--http-listen=127.0.0.1:" + std::to_string(FreePort()),
-                         "--plugin-catalog=" + bin + "/../etc/plugins.yaml", "--poll-interval=0.5",
-                         "--resync-interval=1", "--log-upload-interval=1", "--finished-pod-retention=0"},
-                        dir_ / "controller.log");
+    apiserver_ = std::make_unique<Process>(
+        std::vector<std::string>{bin + "/falcon-apiserver",
+                                 "--db=sqlite://" + (dir_ / "falcon.db").string(),
+                                 "--http-listen=127.0.0.1:" + std::to_string(http_port_),
+                                 "--grpc-listen=127.0.0.1:" + std::to_string(grpc_port),
+                                 "--controller-addr=127.0.0.1:" + std::to_string(controller_port),
+                                 "--object-store=" + store},
+        dir_ / "apiserver.log");
+    controller_ = std::make_unique<Process>(
+        std::vector<std::string>{
+            bin + "/analyzer-controller", "--runtime=local",
+            "--state-dir=" + (dir_ / "state").string(), "--object-store=" + store,
+            "--api-server=127.0.0.1:" + std::to_string(grpc_port),
+            "--grpc-listen=127.0.0.1:" + std::to_string(controller_port),
+            "--http-listen=127.0.0.1:" + std::to_string(FreePort()),
+            "--plugin-catalog=" + bin + "/../etc/plugins.yaml", "--poll-interval=0.5",
+            "--resync-interval=1", "--log-upload-interval=1", "--finished-pod-retention=0"},
+        dir_ / "controller.log");
     // Ready when the API server answers /readyz and the controller answers through it (plugins).
     httplib::Client c("127.0.0.1", http_port_);
     c.set_connection_timeout(1, 0);
@@ -143,19 +99,22 @@ class CliE2ETest : public ::testing::Test {
       }
       std::this_thread::sleep_for(200ms);
     }
-    ASSERT_TRUE(ready) << "falcon-apiserver + analyzer-controller not ready within 60 s.\napiserver log:\n"
-                       << ReadFile(dir_ / "apiserver.log") << "\ncontroller log:\n"
-                       << ReadFile(dir_ / "controller.log");
+    ASSERT_TRUE(ready)
+        << "falcon-apiserver + analyzer-controller not ready within 60 s.\napiserver log:\n"
+        << ReadFile(dir_ / "apiserver.log") << "\ncontroller log:\n"
+        << ReadFile(dir_ / "controller.log");
   }
 
   void TearDown() override {
-    Stop(controller_);
-    Stop(apiserver_);
+    controller_.reset();
+    apiserver_.reset();
     if (HasFailure()) {
-      std::cerr << "apiserver log:\n" << ReadFile(dir_ / "apiserver.log") << "\ncontroller log:\n"
+      std::cerr << "apiserver log:\n"
+                << ReadFile(dir_ / "apiserver.log") << "\ncontroller log:\n"
                 << ReadFile(dir_ / "controller.log") << "\n";
     }
-    // Analysis processes of the local runtime are detached: stop any still running from our temp dir.
+    // Analysis processes of the local runtime are detached: stop any still running from our temp
+    // dir.
     KillProcessesUnder(dir_);
     std::error_code ec;
     fs::remove_all(dir_, ec);
@@ -189,8 +148,8 @@ class CliE2ETest : public ::testing::Test {
       if (std::chrono::steady_clock::now() > deadline) {
         ::kill(pid, SIGKILL);
         ::waitpid(pid, &st, 0);
-        ADD_FAILURE() << "falcon " << args[0] << " " << (args.size() > 1 ? args[1] : "") << " did not finish within "
-                      << timeout.count() << " s";
+        ADD_FAILURE() << "falcon " << args[0] << " " << (args.size() > 1 ? args[1] : "")
+                      << " did not finish within " << timeout.count() << " s";
         break;
       }
       std::this_thread::sleep_for(20ms);
@@ -209,12 +168,13 @@ class CliE2ETest : public ::testing::Test {
   fs::path dir_;
   int http_port_ = 0;
   std::string server_;
-  pid_t apiserver_ = -1;
-  pid_t controller_ = -1;
+  std::unique_ptr<Process> apiserver_;
+  std::unique_ptr<Process> controller_;
 };
 
 TEST_F(CliE2ETest, WholeWorkflowThroughTheCli) {
-  // Register an experiment with one artifact, then complete it: the offline analysis starts by itself.
+  // Register an experiment with one artifact, then complete it: the offline analysis starts by
+  // itself.
   auto r = Falcon({"exp", "create", "--id", "e2e-exp", "--name", "cli end to end"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(Trim(r.out), "e2e-exp");
@@ -245,9 +205,10 @@ TEST_F(CliE2ETest, WholeWorkflowThroughTheCli) {
 
   // An online analysis with a script, waited for and followed.
   fs::path script = dir_ / "analyze.sh";
-  std::ofstream(script) << "echo hello-from-script\nls \"$FALCON_INPUT_DIR\"\necho result > \"$FALCON_OUTPUT_DIR/out.txt\"\n";
-  r = Falcon({"analysis", "create", "--exp-id", "e2e-exp", "--script", script.string(), "--wait", "--follow",
-              "--timeout", "90s"});
+  std::ofstream(script) << "echo hello-from-script\nls \"$FALCON_INPUT_DIR\"\necho result > "
+                           "\"$FALCON_OUTPUT_DIR/out.txt\"\n";
+  r = Falcon({"analysis", "create", "--exp-id", "e2e-exp", "--script", script.string(), "--wait",
+              "--follow", "--timeout", "90s"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   std::string id = r.out.substr(0, r.out.find('\n'));
   ASSERT_FALSE(id.empty());
@@ -276,17 +237,20 @@ TEST_F(CliE2ETest, WholeWorkflowThroughTheCli) {
   while (offline_id.empty() && std::chrono::steady_clock::now() < deadline) {
     r = Falcon({"analysis", "list", "--exp-id", "e2e-exp", "-o", "json"});
     ASSERT_EQ(r.code, 0) << r.err;
-    const json list = json::parse(r.out);  // kept alive: iterating json::parse(...)["analyses"] would dangle
+    const json list =
+        json::parse(r.out);  // kept alive: iterating json::parse(...)["analyses"] would dangle
     for (const auto& a : list["analyses"]) {
       if (a["analysis_type"] == "offline") offline_id = a["analysis_id"];
     }
     if (offline_id.empty()) std::this_thread::sleep_for(500ms);
   }
-  ASSERT_FALSE(offline_id.empty()) << "no offline analysis appeared within 60 s; last list:\n" << r.out << r.err;
+  ASSERT_FALSE(offline_id.empty()) << "no offline analysis appeared within 60 s; last list:\n"
+                                   << r.out << r.err;
   r = Falcon({"analysis", "wait", offline_id, "--timeout", "90s"});
   EXPECT_EQ(r.code, 0) << r.err;
 
-  // `logs --follow` on a running analysis: the live log, then the stored one, each line exactly once, in order.
+  // `logs --follow` on a running analysis: the live log, then the stored one, each line exactly
+  // once, in order.
   r = Falcon({"analysis", "create", "--exp-id", "e2e-exp", "--command",
               "for i in $(seq 1 40); do echo line-$i; sleep 0.05; done", "--name", "counter"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -305,7 +269,8 @@ TEST_F(CliE2ETest, WholeWorkflowThroughTheCli) {
   }
 
   // Cancel a long-running one.
-  r = Falcon({"analysis", "create", "--exp-id", "e2e-exp", "--command", "echo started; sleep 120", "--name", "sleeper"});
+  r = Falcon({"analysis", "create", "--exp-id", "e2e-exp", "--command", "echo started; sleep 120",
+              "--name", "sleeper"});
   ASSERT_EQ(r.code, 0) << r.err;
   std::string sleeper = Trim(r.out);
   deadline = std::chrono::steady_clock::now() + 60s;

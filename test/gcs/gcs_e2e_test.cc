@@ -24,67 +24,18 @@
 
 #include "emulator_fixture.h"
 #include "objstore/gcs_store.h"
+#include "support/process.h"
 
 namespace falcon::objstore {
 namespace {
 
 using json = nlohmann::json;
 using testing::Emulator;
+using testsupport::FreePort;
+using testsupport::Process;
 
 const std::string kBin = FALCON_BIN_DIR;
 constexpr char kBucket[] = "falcon-e2e";
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-// A child process with its output in a log file; SIGTERM (then SIGKILL) when destroyed.
-class Process {
- public:
-  Process(const std::vector<std::string>& argv, const std::filesystem::path& log) : log_(log) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::setpgid(0, 0);
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(fd, 1);
-      ::dup2(fd, 2);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Process() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    for (int i = 0; i < 100; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-  }
-  bool Alive() { return ::waitpid(pid_, nullptr, WNOHANG) == 0; }
-  std::string Log() const {
-    std::ifstream in(log_);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
- private:
-  pid_t pid_ = -1;
-  std::filesystem::path log_;
-};
 
 struct Result {
   int code;
