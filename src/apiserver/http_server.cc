@@ -466,9 +466,19 @@ void HttpServer::RegisterRoutes() {
     FALCON_ASSIGN_OR_RETURN(int64_t size, IntParam(req, "page_size", 50, 1, 1000));
     q.page_size = static_cast<int>(size);
     q.page_token = req.get_param_value("page_token");
+    // Like a list view elsewhere, records come without their script (up to 1 MiB each) unless asked for.
+    const std::string view = req.get_param_value("view");
+    if (!view.empty() && view != "basic" && view != "full") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "view=", view, " is not a view: use view=basic (the default, records without script_content) or view=full"));
+    }
     FALCON_ASSIGN_OR_RETURN(auto page, store_.ListAnalysisRecords(q));
     json list = json::array();
-    for (const auto& r : page.records) list.push_back(ToJson(r));
+    for (const auto& r : page.records) {
+      json j = ToJson(r);
+      if (view != "full") j.erase("script_content");
+      list.push_back(std::move(j));
+    }
     WriteJson(res, 200, {{"analyses", std::move(list)}, {"next_page_token", page.next_page_token}});
     return absl::OkStatus();
   });

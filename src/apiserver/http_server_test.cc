@@ -401,6 +401,11 @@ TEST_F(ApiserverHttpTest, AnalysesAreForwardedToTheReplicaThatAccepts) {
   ASSERT_EQ(lcode, 200) << list;
   ASSERT_EQ(list["analyses"].size(), 1u);
   EXPECT_EQ(list["next_page_token"], "");
+  EXPECT_FALSE(list["analyses"][0].contains("script_content")) << "the basic view leaves scripts out";
+  auto [fcode, full] = Do("GET", "/v1/analyses?exp_id=e1&view=full");
+  ASSERT_EQ(fcode, 200) << full;
+  EXPECT_EQ(full["analyses"][0]["script_content"], script);
+  ExpectError(Do("GET", "/v1/analyses?view=everything"), 400, "INVALID_ARGUMENT", "view=basic");
 
   auto [ccode, cancelled] = Do("POST", "/v1/analyses/" + id + ":cancel");
   ASSERT_EQ(ccode, 200) << cancelled;
