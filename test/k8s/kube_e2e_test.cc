@@ -447,7 +447,9 @@ TEST_F(KubeE2E, StandbyTakesOverTheLeaseWhenTheLeaderIsKilled) {
       << Lease().dump() << AllLogs();
   auto took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cerr << "takeover after " << took << " s (lease duration " << kLeaseDuration << " s)\n";
-  EXPECT_LT(took, kLeaseDuration + 2 * kRetryPeriod + 0.5) << "takes over within the lease duration";
+  // The lease expires kLeaseDuration after the last renewal the standby observed (it looks every retry
+  // period, with jitter); the rest is slack for a loaded 2-core machine.
+  EXPECT_LT(took, kLeaseDuration + 2 * kRetryPeriod + 1.5) << "takes over within the lease duration";
   WaitReady(standby);
   for (const auto& id : ids) {
     ASSERT_TRUE(WaitStatus(id, "succeeded", 120s)) << Get(id).dump(2) << AllLogs();
@@ -507,6 +509,8 @@ TEST_F(KubeE2E, PausedOldLeadersLateWritesAreRefused) {
   EXPECT_EQ(Status(long_running), "running");
 
   // The old leader resumes: it finds it lost the Lease and stops acting; whatever it still sends is refused.
+  const size_t old_log_size = controllers_[old].proc->Log().size();
+  const double refused_at_resume = ApiserverRequests("UpdateAnalysisRecord", "FAILED_PRECONDITION");
   controllers_[old].proc->Signal(SIGCONT);
   ASSERT_TRUE(WaitFor([&] { return Count(controllers_[old].proc->Log(), "lost leadership") >= 1; }, 20s))
       << controllers_[old].proc->Log();
@@ -517,11 +521,12 @@ TEST_F(KubeE2E, PausedOldLeadersLateWritesAreRefused) {
   EXPECT_EQ(Status(early), "succeeded");
   EXPECT_EQ(Status(long_running), "running");
   for (const auto& id : {early, long_running}) EXPECT_EQ(PodsFor(id), 1) << id;
-  // Any late write of the old leader reached the API server only to be refused: the successor's epoch is
-  // the newest the API server has seen.
-  std::string old_log = controllers_[old].proc->Log();
-  std::cerr << "old leader's refused late writes (log lines naming a stale epoch): "
-            << Count(old_log, "stale leader epoch") << "\n";
+  // For the record: what the old leader did after it resumed, and how many of its late updates the API
+  // server refused (the race between its elector noticing the loss and its workers is not fixed).
+  std::cerr << "updates refused after the old leader resumed: "
+            << ApiserverRequests("UpdateAnalysisRecord", "FAILED_PRECONDITION") - refused_at_resume
+            << "\nold leader's log after SIGCONT:\n"
+            << controllers_[old].proc->Log().substr(old_log_size);
 }
 
 }  // namespace
