@@ -77,12 +77,12 @@ std::vector<WindowDim> ParseWindow(const std::string& v) {
 
 int64_t AttrInt(const Instruction& ins, Attr key, int64_t def) {
   int64_t v = def;
-  if (ins.Has(key) && absl::SimpleAtoi(std::string(ins.attrs[key]), &v)) return v;
+  if (ins.Has(key) && absl::SimpleAtoi(std::string(ins.attr(key)), &v)) return v;
   return def;
 }
 
 std::string AttrString(const Instruction& ins, Attr key) {
-  return ins.Has(key) ? std::string(ins.attrs[key]) : std::string();
+  return ins.Has(key) ? std::string(ins.attr(key)) : std::string();
 }
 
 }  // namespace
@@ -162,6 +162,8 @@ void CostModel::Reset(const Module& module) {
   const size_t n = comps.size();
   comp_index_.clear();
   first_def_.clear();
+  comp_index_.reserve(n);
+  first_def_.reserve(instrs.size());
   local_def_.clear();
   fusion_bodies_.assign(n, false);
   state_.assign(n, 0);
@@ -309,7 +311,7 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
       int64_t lhs = OperandShape(g, 0);
       double width = 1;
       if (ins.Has(kAttrLhsContractingDims)) {
-        for (int64_t d : IntList(std::string(ins.attrs[kAttrLhsContractingDims]))) {
+        for (int64_t d : IntList(std::string(ins.attr(kAttrLhsContractingDims)))) {
           width *= static_cast<double>(dim(lhs, d));
         }
       }
@@ -340,7 +342,7 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
       double fgc = static_cast<double>(std::max<int64_t>(1, AttrInt(ins, kAttrFeatureGroupCount, 1)));
       double bgc = static_cast<double>(std::max<int64_t>(1, AttrInt(ins, kAttrBatchGroupCount, 1)));
       std::vector<WindowDim> window;
-      if (ins.Has(kAttrWindow)) window = ParseWindow(std::string(ins.attrs[kAttrWindow]));
+      if (ins.Has(kAttrWindow)) window = ParseWindow(std::string(ins.attr(kAttrWindow)));
       double positions = 1;
       for (size_t k = 0; k < window.size(); ++k) {
         char digit = static_cast<char>('0' + k);
@@ -373,7 +375,7 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
     case F::kReduceWindow: {
       double window_elems = 1;
       if (ins.Has(kAttrWindow)) {
-        for (const auto& w : ParseWindow(std::string(ins.attrs[kAttrWindow]))) {
+        for (const auto& w : ParseWindow(std::string(ins.attr(kAttrWindow)))) {
           window_elems *= static_cast<double>(w.size);
         }
       }
@@ -388,7 +390,7 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
       double src = source >= 0 ? elements(source) : 0;
       double window_elems = 1;
       if (ins.Has(kAttrWindow)) {
-        for (const auto& w : ParseWindow(std::string(ins.attrs[kAttrWindow]))) {
+        for (const auto& w : ParseWindow(std::string(ins.attr(kAttrWindow)))) {
           window_elems *= static_cast<double>(w.size);
         }
       }

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/hash/hash.h"
+#include "absl/strings/string_view.h"
 #include "plugins/hlo_stats/hlo_parser.h"
 
 namespace falcon::plugins::hlo {
@@ -43,6 +45,17 @@ struct OpInfo {
 // Collective opcodes, normalized: "all-reduce-start" -> "all-reduce"; "" when not a collective (the
 // *-done halves return "").
 std::string_view CollectiveKind(std::string_view opcode);
+
+// absl's hash of a std::string_view (Debian's absl::string_view is a distinct type, so absl::Hash would
+// fall back to std::hash, which is slower).
+struct ViewHash {
+  size_t operator()(std::string_view s) const {
+    return absl::Hash<absl::string_view>()(absl::string_view(s.data(), s.size()));
+  }
+  size_t operator()(const std::pair<uint32_t, std::string_view>& k) const {
+    return absl::HashOf(k.first, absl::string_view(k.second.data(), k.second.size()));
+  }
+};
 
 class CostModel {
  public:
@@ -78,12 +91,12 @@ class CostModel {
 
   const Module* m_ = nullptr;
   // Opcode facts, kept over the whole run.
-  absl::flat_hash_map<std::string_view, uint32_t> op_index_;  // keys view the names in infos_
+  absl::flat_hash_map<std::string_view, uint32_t, ViewHash> op_index_;  // keys view the names in infos_
   std::deque<OpInfo> infos_;
   // Per module.
-  absl::flat_hash_map<std::string_view, int> comp_index_;
-  absl::flat_hash_map<std::string_view, uint32_t> first_def_;  // name -> first instruction defining it
-  absl::flat_hash_map<std::pair<uint32_t, std::string_view>, uint32_t> local_def_;  // only with duplicates
+  absl::flat_hash_map<std::string_view, int, ViewHash> comp_index_;
+  absl::flat_hash_map<std::string_view, uint32_t, ViewHash> first_def_;  // name -> first instruction defining it
+  absl::flat_hash_map<std::pair<uint32_t, std::string_view>, uint32_t, ViewHash> local_def_;  // only with duplicates
   std::vector<uint32_t> op_ids_;     // per instruction
   std::vector<int64_t> resolved_;    // per Module::names entry: operand shape node / called computation
   std::vector<bool> fusion_bodies_;

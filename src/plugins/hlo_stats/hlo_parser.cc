@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 
 #if defined(__SSE2__)
@@ -120,28 +122,39 @@ int64_t Module::Dim(uint32_t shape, int64_t d, int64_t def) const {
   return dims[s.dims_begin + d];
 }
 
-void Module::AppendShapeString(uint32_t i, std::string& out) const {
+char* Module::WriteShapeString(uint32_t i, char* out) const {
   const ShapeNode& s = shapes[i];
   if (s.is_tuple) {
-    out.push_back('(');
+    *out++ = '(';
     uint32_t c = i + 1;
     for (uint32_t k = 0; k < s.children; ++k) {
-      if (k) out.append(", ");
-      AppendShapeString(c, out);
+      if (k) {
+        *out++ = ',';
+        *out++ = ' ';
+      }
+      out = WriteShapeString(c, out);
       c += shapes[c].subtree;
     }
-    out.push_back(')');
-    return;
+    *out++ = ')';
+    return out;
   }
-  out.append(s.dtype);
-  out.push_back('[');
+  std::memcpy(out, s.dtype.data(), s.dtype.size());
+  out += s.dtype.size();
+  *out++ = '[';
   for (uint32_t k = 0; k < s.dims_count; ++k) {
-    if (k) out.push_back(',');
-    char buf[24];
-    auto r = std::to_chars(buf, buf + sizeof buf, dims[s.dims_begin + k]);
-    out.append(buf, r.ptr);
+    if (k) *out++ = ',';
+    out = std::to_chars(out, out + 20, dims[s.dims_begin + k]).ptr;
   }
-  out.push_back(']');
+  *out++ = ']';
+  return out;
+}
+
+size_t Module::ShapeStringBound(uint32_t i) const {
+  size_t n = 0;
+  for (uint32_t k = i; k < i + shapes[i].subtree; ++k) {
+    n += 4 + shapes[k].dtype.size() + 21 * static_cast<size_t>(shapes[k].dims_count);
+  }
+  return n;
 }
 
 Shape Module::ToShape(uint32_t i) const {
@@ -163,13 +176,32 @@ Shape Module::ToShape(uint32_t i) const {
 
 namespace {
 
-// The "C" locale classes (the plugin never changes locale), without the calls of <cctype>.
-inline bool IsSpace(char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
-inline bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-inline bool IsAlnum(char c) {
-  return IsDigit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
-}
-inline bool IsIdentChar(char c) { return IsAlnum(c) || c == '_' || c == '.' || c == '-' || c == '$'; }
+// The "C" locale classes (the plugin never changes locale), by table instead of the calls of <cctype>.
+enum : uint8_t { kSpace = 1, kDigit = 2, kAlnum = 4, kIdent = 8, kOpcode = 16, kOpen = 32, kClose = 64, kQuote = 128 };
+struct CharClasses {
+  uint8_t c[256];
+  constexpr CharClasses() : c() {
+    for (int i = '\t'; i <= '\r'; ++i) c[i] |= kSpace;
+    c[' '] |= kSpace;
+    for (int i = '0'; i <= '9'; ++i) c[i] |= kDigit | kAlnum;
+    for (int i = 'a'; i <= 'z'; ++i) c[i] |= kAlnum;
+    for (int i = 'A'; i <= 'Z'; ++i) c[i] |= kAlnum;
+    for (int i = 0; i < 256; ++i) {
+      if (c[i] & kAlnum) c[i] |= kIdent | kOpcode;
+    }
+    for (unsigned char x : {'_', '.', '-', '$'}) c[x] |= kIdent;
+    for (unsigned char x : {'_', '.', '-'}) c[x] |= kOpcode;
+    for (unsigned char x : {'{', '[', '('}) c[x] |= kOpen;
+    for (unsigned char x : {'}', ']', ')'}) c[x] |= kClose;
+    c['"'] |= kQuote;
+  }
+};
+constexpr CharClasses kClasses;
+inline bool Is(char ch, uint8_t cls) { return kClasses.c[static_cast<unsigned char>(ch)] & cls; }
+inline bool IsSpace(char c) { return Is(c, kSpace); }
+inline bool IsDigit(char c) { return Is(c, kDigit); }
+inline bool IsAlnum(char c) { return Is(c, kAlnum); }
+inline bool IsIdentChar(char c) { return Is(c, kIdent); }
 
 // The first byte in [p, end) equal to a or b (or c), or end. SSE2 when available: the scans of comments and
 // strings look at every byte of dumps of hundreds of MB.
@@ -201,6 +233,26 @@ inline const char* FindAny(const char* p, const char* end, char a, char b, char 
   return p;
 }
 
+// The first of { [ ( ) ] } or '"' in [p, end), or end.
+inline const char* FindBracketOrQuote(const char* p, const char* end) {
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"'), not_case = _mm_set1_epi8(static_cast<char>(0xDF)),
+                square_open = _mm_set1_epi8('['), square_close = _mm_set1_epi8(']'),
+                not_low = _mm_set1_epi8(static_cast<char>(0xFE)), paren = _mm_set1_epi8('(');
+  while (end - p >= 16) {
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    __m128i folded = _mm_and_si128(x, not_case);  // '{' -> '[', '}' -> ']'
+    __m128i eq = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(folded, square_open), _mm_cmpeq_epi8(folded, square_close)),
+                              _mm_or_si128(_mm_cmpeq_epi8(_mm_and_si128(x, not_low), paren), _mm_cmpeq_epi8(x, quote)));
+    int mask = _mm_movemask_epi8(eq);
+    if (mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
+    p += 16;
+  }
+#endif
+  while (p < end && !Is(*p, kOpen | kClose | kQuote)) ++p;
+  return p;
+}
+
 // std::string_view is not absl::string_view in Debian's abseil, so integers are parsed here.
 bool ToInt(std::string_view s, int64_t* out) {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
@@ -216,6 +268,8 @@ size_t SkipBalanced(std::string_view s, size_t i) {
   const size_t n = s.size();
   const char* d = s.data();
   for (; i < n; ++i) {
+    i = static_cast<size_t>(FindBracketOrQuote(d + i, d + n) - d);
+    if (i >= n) break;
     char c = d[i];
     if (c == '"') {
       // To the closing quote; a backslash escapes the next character.
@@ -332,12 +386,19 @@ class LineCounter {
     }
     const char* p = text_ + pos_;
     const char* end = text_ + target;
-    while (p < end) {
-      const void* nl = std::memchr(p, '\n', static_cast<size_t>(end - p));
-      if (nl == nullptr) break;
-      ++count_;
-      p = static_cast<const char*>(nl) + 1;
+#if defined(__SSE2__)
+    const __m128i nl = _mm_set1_epi8('\n');
+    while (end - p >= 16) {
+      // Up to 255 blocks: each byte lane counts its newlines (cmpeq gives -1), then the lanes are summed.
+      __m128i acc = _mm_setzero_si128();
+      for (int k = 0; k < 255 && end - p >= 16; ++k, p += 16) {
+        acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), nl));
+      }
+      __m128i sums = _mm_sad_epu8(acc, _mm_setzero_si128());
+      count_ += _mm_cvtsi128_si32(sums) + _mm_extract_epi16(sums, 4);
     }
+#endif
+    for (; p < end; ++p) count_ += *p == '\n';
     pos_ = target;
     return count_ + first_;
   }
@@ -411,7 +472,37 @@ absl::Status ParseShapeInto(std::string_view& t, Module& m) {
   t.remove_prefix(close + 1);
   const uint32_t dims_begin = static_cast<uint32_t>(m.dims.size());
   int64_t elements = 1;
-  if (!Trim(dims).empty()) {
+  // Fast path: plain "d,d,d" (no blanks, signs, dynamic or unknown dims).
+  bool plain = !dims.empty() && IsDigit(dims.front()) && IsDigit(dims.back());
+  if (plain) {
+    int64_t v = 0;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      char ch = dims[k];
+      if (IsDigit(ch)) {
+        int64_t next = v * 10 + (ch - '0');
+        if (v > (INT64_MAX - 9) / 10) {  // would overflow: let from_chars decide
+          plain = false;
+          break;
+        }
+        v = next;
+      } else if (ch == ',' && k + 1 < dims.size() && IsDigit(dims[k + 1])) {
+        m.dims.push_back(v);
+        elements = WrapMul(elements, v);
+        v = 0;
+      } else {
+        plain = false;
+        break;
+      }
+    }
+    if (plain) {
+      m.dims.push_back(v);
+      elements = WrapMul(elements, v);
+    } else {
+      m.dims.resize(dims_begin);
+      elements = 1;
+    }
+  }
+  if (!plain && !Trim(dims).empty()) {
     std::string_view bad;
     bool ok = ForEachTopLevel(dims, [&](std::string_view d) {
       std::string_view orig = d;
@@ -605,7 +696,7 @@ class Parser {
     }
     SkipWs();
     size_t op_start = p_;
-    while (p_ < s_.size() && (IsAlnum(s_[p_]) || s_[p_] == '-' || s_[p_] == '_' || s_[p_] == '.')) ++p_;
+    while (p_ < s_.size() && Is(s_[p_], kOpcode)) ++p_;
     ins.opcode = s_.substr(op_start, p_ - op_start);
     if (ins.opcode.empty()) return Err(absl::StrCat("expected an opcode for ", std::string(ins.name)));
     SkipWs();
@@ -618,8 +709,9 @@ class Parser {
     if (ins.opcode != "constant" && ins.opcode != "parameter" && ins.opcode != "iota") {
       ForEachTopLevel(inner, [&](std::string_view piece) {
         if (piece.empty()) return true;
-        size_t sp = piece.find_last_of(" \t\n");
-        std::string_view name = sp == std::string_view::npos ? piece : piece.substr(sp + 1);
+        size_t sp = piece.size();  // the last blank (space, tab or newline), as find_last_of
+        while (sp > 0 && piece[sp - 1] != ' ' && piece[sp - 1] != '\t' && piece[sp - 1] != '\n') --sp;
+        std::string_view name = piece.substr(sp);
         if (!name.empty() && name.front() == '%') name.remove_prefix(1);
         m.names.push_back(name);
         return true;
@@ -659,8 +751,7 @@ class Parser {
       }
       int a = LookupAttr(key);
       if (a >= 0) {
-        ins.attrs[a] = value;
-        ins.attr_present |= 1u << a;
+        ins.set_attr(static_cast<Attr>(a), value);
       }
     }
     Finish(ins, m);
@@ -668,11 +759,12 @@ class Parser {
   }
 
   static void Finish(Instruction& ins, Module& m) {
-    if (ins.Has(kAttrMetadata)) ParseMetadata(ins.attrs[kAttrMetadata], ins, m);
+    if (ins.Has(kAttrMetadata)) ParseMetadata(ins.attr(kAttrMetadata), ins, m);
     ins.called_begin = static_cast<uint32_t>(m.names.size());
-    for (int a = kAttrCalls; a <= kAttrScatter; ++a) {
+    constexpr uint32_t kCallAttrs = ((1u << (kAttrScatter + 1)) - 1) & ~((1u << kAttrCalls) - 1);
+    for (int a = kAttrCalls; a <= kAttrScatter && (ins.attr_present & kCallAttrs) != 0; ++a) {
       if (!ins.Has(static_cast<Attr>(a))) continue;
-      std::string_view v = ins.attrs[a];
+      std::string_view v = ins.attr(static_cast<Attr>(a));
       if (!v.empty() && v.front() == '{') v = v.substr(1, v.size() >= 2 ? v.size() - 2 : 0);
       ForEachTopLevel(v, [&](std::string_view piece) {
         if (!piece.empty() && piece.front() == '%') piece.remove_prefix(1);

@@ -57,13 +57,13 @@ enum Attr : int {
 };
 
 struct Instruction {
+  Instruction() {}  // attribute slots stay uninitialized: only present ones (attr_present) are ever set
   std::string_view name;
   std::string_view opcode;
   uint32_t shape = 0;                        // root node in Module::shapes
   uint32_t operands_begin = 0, operands_count = 0;  // operand instruction names (without '%'), Module::names
   uint32_t called_begin = 0, called_count = 0;      // computations named by calls/to_apply/body/..., Module::names
   uint32_t attr_present = 0;                 // bit per Attr
-  std::string_view attrs[kNumAttrs];         // raw attribute text, e.g. attrs[kAttrLhsContractingDims]="{1}"
   bool is_root = false;
   int line = 0;                              // 1-based line in the file
   // From metadata={...}.
@@ -71,6 +71,19 @@ struct Instruction {
   int64_t source_line = 0;
   int64_t stack_frame_id = 0;                // newer dumps: resolved into source_file/source_line
   bool Has(Attr a) const { return (attr_present >> a) & 1u; }
+  // Raw attribute text, e.g. attr(kAttrLhsContractingDims) = "{1}"; only when Has(a).
+  std::string_view attr(Attr a) const { return {attrs_[a].data, attrs_[a].size}; }
+  void set_attr(Attr a, std::string_view v) {
+    attrs_[a] = {v.data(), v.size()};
+    attr_present |= 1u << a;
+  }
+
+ private:
+  struct RawView {
+    const char* data;
+    size_t size;
+  };
+  RawView attrs_[kNumAttrs];
 };
 
 struct Computation {
@@ -98,8 +111,9 @@ struct Module {
   uint32_t FirstArray(uint32_t i) const;
   // Dimension `d` of an array shape; `def` when out of range or a tuple.
   int64_t Dim(uint32_t shape, int64_t d, int64_t def = 1) const;
-  // As Shape::ToString, appended to `out`.
-  void AppendShapeString(uint32_t shape, std::string& out) const;
+  // As Shape::ToString, written at `out`, which has room for ShapeStringBound(shape) bytes; returns the end.
+  char* WriteShapeString(uint32_t shape, char* out) const;
+  size_t ShapeStringBound(uint32_t shape) const;
   Shape ToShape(uint32_t shape) const;
 };
 

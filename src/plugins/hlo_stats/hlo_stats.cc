@@ -1,6 +1,11 @@
 #include "plugins/hlo_stats/hlo_stats.h"
 
 #include <algorithm>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#include <charconv>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -60,13 +65,75 @@ void Increment(std::vector<std::pair<std::string_view, int64_t>>& counts, std::s
   counts.emplace_back(key, 1);
 }
 
+// Raw writers for the per-instruction records: the caller has reserved room for what they write.
+template <size_t N>
+inline char* PutLit(char* p, const char (&lit)[N]) {
+  std::memcpy(p, lit, N - 1);
+  return p + N - 1;
+}
+inline char* Put(char* p, std::string_view s) {
+  std::memcpy(p, s.data(), s.size());
+  return p + s.size();
+}
+inline char* PutInt(char* p, int64_t v) { return std::to_chars(p, p + 24, v).ptr; }
+
+struct PlainTable {
+  bool plain[256];
+  constexpr PlainTable() : plain() {
+    for (int c = 0x20; c < 0x7f; ++c) plain[c] = c != '"' && c != '\\';
+  }
+};
+constexpr PlainTable kPlain;
+
+// A JSON string as AppendJsonString writes it; room for 6 * s.size() + 2 bytes.
+inline char* PutString(char* p, std::string_view whole) {
+  char* start = p;
+  std::string_view s = whole;
+  *p++ = '"';
+#if defined(__SSE2__)
+  {
+    const __m128i space = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7f), quote = _mm_set1_epi8('"'),
+                  backslash = _mm_set1_epi8('\\');
+    while (s.size() >= 16) {
+      __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data()));
+      // Signed compare: bytes >= 0x80 are negative, so "< 0x20" also catches them.
+      __m128i bad = _mm_or_si128(_mm_or_si128(_mm_cmplt_epi8(x, space), _mm_cmpeq_epi8(x, del)),
+                                 _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)));
+      if (_mm_movemask_epi8(bad) != 0) break;  // the scalar loop below decides
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(p), x);
+      p += 16;
+      s.remove_prefix(16);
+    }
+  }
+#endif
+  for (char c : s) {
+    if (!kPlain.plain[static_cast<unsigned char>(c)]) {
+      std::string slow;
+      AppendJsonString(slow, whole);
+      return Put(start, slow);
+    }
+    *p++ = c;
+  }
+  *p++ = '"';
+  return p;
+}
+
+inline char* PutNumber(char* p, double v) {
+  if (v >= 0 && v < 9.0e15 && v == static_cast<double>(static_cast<int64_t>(v))) {
+    return PutInt(p, static_cast<int64_t>(v));
+  }
+  std::string d;
+  AppendJsonDouble(d, v);  // at most 25 characters
+  return Put(p, d);
+}
+
 // Writes the records of the modules of one file. The records are serialized straight into a buffer (no
 // JSON document per record: hlo-stats writes one record per instruction, about 3x the HLO text).
 class HloAnalyzer {
  public:
   HloAnalyzer(JsonlWriter& out, const std::string& filename) : out_(out), stage_(StageOf(filename)) {
     AppendJsonString(source_, out.source());
-    buf_.reserve(kFlushBytes + (64 << 10));
+    buf_.resize(kFlushBytes + (64 << 10));
   }
   ~HloAnalyzer() { Flush(); }
   HloAnalyzer(const HloAnalyzer&) = delete;
@@ -91,7 +158,7 @@ class HloAnalyzer {
           }
           WriteModule(m);
           ++ok_;
-          if (buf_.size() >= kFlushBytes) Flush();
+          if (len_ >= kFlushBytes) Flush();
         },
         first_line);
   }
@@ -108,14 +175,21 @@ class HloAnalyzer {
   }
 
   void Flush() {
-    if (buf_.empty()) return;
-    out_.WriteRaw(buf_, pending_);
-    buf_.clear();
+    if (len_ == 0) return;
+    out_.WriteRaw(std::string_view(buf_.data(), len_), pending_);
+    len_ = 0;
     pending_ = 0;
   }
 
  private:
   static constexpr size_t kFlushBytes = 1 << 20;
+
+  // Room for n more bytes at the end of the buffer.
+  char* Reserve(size_t n) {
+    if (buf_.size() - len_ < n) buf_.resize(len_ + n + (64 << 10));
+    return buf_.data() + len_;
+  }
+  void Commit(const char* end) { len_ = static_cast<size_t>(end - buf_.data()); }
 
   void WriteModule(const hlo::Module& m) {
     model_.Reset(m);
@@ -132,7 +206,7 @@ class HloAnalyzer {
       const hlo::Instruction& ins = instrs[g];
       const hlo::OpInfo& op = model_.Op(g);
       ++op_counts_[model_.OpId(g)];
-      if (op.is_fusion) Increment(fusions_, ins.Has(hlo::kAttrKind) ? ins.attrs[hlo::kAttrKind] : "unknown");
+      if (op.is_fusion) Increment(fusions_, ins.Has(hlo::kAttrKind) ? ins.attr(hlo::kAttrKind) : "unknown");
       std::string_view kind = op.collective;
       if (kind.empty() && op.is_async_start && ins.called_count > 0) {
         // Generic async wrapping a collective: classify by the wrapped computation's root.
@@ -153,8 +227,8 @@ class HloAnalyzer {
     int64_t output_bytes = ec.root >= 0 ? m.shape(instrs[ec.begin + ec.root].shape).bytes : 0;
     hlo::Cost total = model_.ModuleCost();
 
-    std::string& o = buf_;
-    o.append("{\"record_type\":\"module\",\"source\":");
+    std::string& o = module_record_;
+    o.assign("{\"record_type\":\"module\",\"source\":");
     o.append(source_);
     Key(o, "module");
     AppendJsonString(o, m.name);
@@ -195,6 +269,7 @@ class HloAnalyzer {
     Key(o, "bytes_accessed");
     AppendNumber(o, total.bytes_accessed);
     o.append("}\n");
+    Commit(Put(Reserve(o.size()), o));
     ++pending_;
 
     std::string module_prefix = "{\"record_type\":\"instruction\",\"source\":";
@@ -213,71 +288,66 @@ class HloAnalyzer {
         const hlo::Instruction& ins = instrs[g];
         const hlo::ShapeNode& shape = m.shape(ins.shape);
         hlo::Cost cost = model_.InstructionCost(static_cast<int>(c), g);
-        o.append(prefix_);
-        AppendJsonString(o, ins.name);
-        Key(o, "opcode");
-        AppendJsonString(o, ins.opcode);
-        Key(o, "shape");
-        o.push_back('"');  // dtypes are alphanumeric: nothing to escape
-        m.AppendShapeString(ins.shape, o);
-        o.push_back('"');
-        Key(o, "dtype");
-        if (shape.is_tuple) {
-          o.append("\"tuple\"");
-        } else {
-          o.push_back('"');
-          o.append(shape.dtype);
-          o.push_back('"');
-        }
-        Key(o, "elements");
-        AppendJsonInt(o, shape.elements);
-        Key(o, "fused");
-        o.append(fused ? "true" : "false");
-        Key(o, "is_root");
-        o.append(static_cast<int>(i) == comp.root ? "true" : "false");
-        Key(o, "line");
-        AppendJsonInt(o, ins.line);
-        Key(o, "operands");
-        o.push_back('[');
+        const bool fusion_kind = model_.Op(g).is_fusion && ins.Has(hlo::kAttrKind);
+        size_t strings = ins.name.size() + ins.opcode.size() + ins.op_name.size() + ins.op_type.size() +
+                         ins.source_file.size() + (fusion_kind ? ins.attr(hlo::kAttrKind).size() : 0);
+        for (uint32_t k = 0; k < ins.operands_count; ++k) strings += m.names[ins.operands_begin + k].size() + 1;
+        for (uint32_t k = 0; k < ins.called_count; ++k) strings += m.names[ins.called_begin + k].size() + 1;
+        char* p = Reserve(512 + prefix_.size() + 6 * strings + m.ShapeStringBound(ins.shape));
+        p = Put(p, prefix_);
+        p = PutString(p, ins.name);
+        p = PutLit(p, ",\"opcode\":");
+        p = PutString(p, ins.opcode);
+        p = PutLit(p, ",\"shape\":\"");  // dtypes are alphanumeric: nothing to escape
+        p = m.WriteShapeString(ins.shape, p);
+        p = PutLit(p, "\",\"dtype\":\"");
+        p = shape.is_tuple ? PutLit(p, "tuple") : Put(p, shape.dtype);
+        p = PutLit(p, "\",\"elements\":");
+        p = PutInt(p, shape.elements);
+        p = fused ? PutLit(p, ",\"fused\":true") : PutLit(p, ",\"fused\":false");
+        p = static_cast<int>(i) == comp.root ? PutLit(p, ",\"is_root\":true") : PutLit(p, ",\"is_root\":false");
+        p = PutLit(p, ",\"line\":");
+        p = PutInt(p, ins.line);
+        p = PutLit(p, ",\"operands\":[");
         for (uint32_t k = 0; k < ins.operands_count; ++k) {
-          if (k) o.push_back(',');
-          AppendJsonString(o, m.names[ins.operands_begin + k]);
+          if (k) *p++ = ',';
+          p = PutString(p, m.names[ins.operands_begin + k]);
         }
-        o.push_back(']');
-        if (model_.Op(g).is_fusion && ins.Has(hlo::kAttrKind)) {
-          Key(o, "fusion_kind");
-          AppendJsonString(o, ins.attrs[hlo::kAttrKind]);
+        *p++ = ']';
+        if (fusion_kind) {
+          p = PutLit(p, ",\"fusion_kind\":");
+          p = PutString(p, ins.attr(hlo::kAttrKind));
         }
         if (ins.called_count > 0) {
-          Key(o, "called_computations");
-          o.push_back('[');
+          p = PutLit(p, ",\"called_computations\":[");
           for (uint32_t k = 0; k < ins.called_count; ++k) {
-            if (k) o.push_back(',');
-            AppendJsonString(o, m.names[ins.called_begin + k]);
+            if (k) *p++ = ',';
+            p = PutString(p, m.names[ins.called_begin + k]);
           }
-          o.push_back(']');
+          *p++ = ']';
         }
-        Key(o, "flops");
-        AppendNumber(o, cost.flops);
-        Key(o, "transcendentals");
-        AppendNumber(o, cost.transcendentals);
-        Key(o, "bytes_accessed");
-        AppendNumber(o, cost.bytes_accessed);
+        p = PutLit(p, ",\"flops\":");
+        p = PutNumber(p, cost.flops);
+        p = PutLit(p, ",\"transcendentals\":");
+        p = PutNumber(p, cost.transcendentals);
+        p = PutLit(p, ",\"bytes_accessed\":");
+        p = PutNumber(p, cost.bytes_accessed);
         if (!ins.op_name.empty()) {
-          Key(o, "op_name");
-          AppendJsonString(o, ins.op_name);
+          p = PutLit(p, ",\"op_name\":");
+          p = PutString(p, ins.op_name);
         }
         if (!ins.op_type.empty()) {
-          Key(o, "op_type");
-          AppendJsonString(o, ins.op_type);
+          p = PutLit(p, ",\"op_type\":");
+          p = PutString(p, ins.op_type);
         }
         if (!ins.source_file.empty()) {
-          Key(o, "source_file");
-          AppendJsonString(o, ins.source_file);
-          Key(o, "source_line");
-          AppendJsonInt(o, ins.source_line);
+          p = PutLit(p, ",\"source_file\":");
+          p = PutString(p, ins.source_file);
+          p = PutLit(p, ",\"source_line\":");
+          p = PutInt(p, ins.source_line);
         }
-        o.append("}\n");
+        p = PutLit(p, "}\n");
+        Commit(p);
         ++pending_;
       }
     }
@@ -286,9 +356,11 @@ class HloAnalyzer {
   JsonlWriter& out_;
   std::string stage_;
   std::string source_;  // the source file as a JSON string
-  std::string buf_;     // serialized records not yet written
+  std::vector<char> buf_;  // serialized records not yet written: buf_[0, len_)
+  size_t len_ = 0;
   uint64_t pending_ = 0;
   std::string prefix_;
+  std::string module_record_;
   hlo::Module module_;  // reused from module to module
   hlo::CostModel model_;
   std::vector<int64_t> op_counts_;
@@ -313,8 +385,9 @@ absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
   // The file is cut into chunks at the lines that start a module ("HloModule" after blanks), each chunk
   // analysed once complete; memory holds the current module's text and a read block.
   constexpr size_t kBlock = 1 << 20;
-  std::string buf;
-  size_t start = 0;     // the current chunk: buf[start, ...)
+  std::vector<char> buf;  // buf[0, len) holds data (the vector's size is its capacity: never zero-filled twice)
+  size_t len = 0;
+  size_t start = 0;     // the current chunk: buf[start, len)
   size_t scan = 0;      // module starts are searched from here
   int chunk_line = 1;   // file line of buf[start]
   auto cut = [&](size_t limit) {
@@ -332,28 +405,34 @@ absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
     scan = limit;
   };
   for (;;) {
-    size_t old = buf.size();
-    buf.resize(old + kBlock);
-    auto n = (*in)->Read(buf.data() + old, kBlock);
+    if (buf.size() < len + kBlock + 1) buf.resize(std::max(2 * buf.size(), len + kBlock + 1));
+    auto n = (*in)->Read(buf.data() + len, kBlock);
     if (!n.ok()) {
       a.Flush();
       return n.status();
     }
-    buf.resize(old + *n);
     if (*n == 0) break;
-    size_t last_nl = buf.rfind('\n');
-    if (last_nl != std::string::npos && last_nl + 1 > scan) cut(last_nl + 1);
-    if (start > 0 && start >= buf.size() / 2) {
-      buf.erase(0, start);
+    size_t from = len;
+    len += *n;
+    // The last complete line so far ends at the last newline.
+    size_t last_nl = len;
+    for (size_t i = len; i > from; --i) {
+      if (buf[i - 1] == '\n') {
+        last_nl = i - 1;
+        break;
+      }
+    }
+    if (last_nl < len && last_nl + 1 > scan) cut(last_nl + 1);
+    if (start > 0 && start >= len / 2) {
+      std::memmove(buf.data(), buf.data() + start, len - start);
+      len -= start;
       scan -= start;
       start = 0;
     }
   }
-  if (!buf.empty() && buf.back() != '\n') buf.push_back('\n');  // a last line without its newline
-  cut(buf.size());
-  if (buf.size() > start) {
-    a.AnalyzeChunk(buf.data() + start, buf.size() - start, chunk_line);
-  }
+  if (len > 0 && buf[len - 1] != '\n') buf[len++] = '\n';  // a last line without its newline
+  cut(len);
+  if (len > start) a.AnalyzeChunk(buf.data() + start, len - start, chunk_line);
   return a.Finish();
 }
 
