@@ -2,11 +2,14 @@
 """Measurement steps of bench/kube_bench.sh (stdlib only). Subcommands:
 
   submit HTTP_PORT N                         create Exp "bench", submit N online analyses (8 at a time)
-  wait-created METRICS_PORT TARGET TIMEOUT   wait until the controller's pods_created_total reaches TARGET;
-                                             prints "SECONDS" (from the call to the last Pod)
+  wait-created METRICS_PORT TARGET TIMEOUT T0
+                                             wait until the controller's pods_created_total reaches TARGET;
+                                             prints the seconds from T0 (epoch seconds) to the last Pod
   usage PID SECONDS                          the process's CPU (% of one core) and RSS over SECONDS
   pod-files KUBECONFIG_DIR NS TEMPLATE_POD OUT_DIR N
                                              N Pod bodies like TEMPLATE_POD (names bench-0..N-1) for curl
+  curl-config KUBECONFIG_DIR NS FILES_DIR N OUT
+                                             a curl -K file POSTing those N bodies to NS (curl --parallel)
   latency KUBECONFIG_DIR NS HTTP_PORT OBJECTS_DIR SAMPLES
                                              status write on a Pod -> the record's change seen through the
                                              API server; prints p50/p99 in ms
@@ -80,8 +83,7 @@ def metric(port, name):
     return 0.0
 
 
-def wait_created(port, target, timeout):
-    t0 = time.time()
+def wait_created(port, target, timeout, t0):
     last, seen = 0, -1.0
     while time.time() - t0 < timeout:
         try:
@@ -138,6 +140,21 @@ def pod_files(cp_dir, ns, template, out_dir, n):
             json.dump(body, f)
 
 
+def curl_config(cp_dir, ns, files_dir, n, out):
+    """A curl config (-K) that POSTs files_dir/{i}.json to namespace ns, for one `curl --parallel` process."""
+    kube = Kube(cp_dir)
+    pki = os.path.join(cp_dir, "pki")
+    with open(out, "w") as f:
+        for i in range(n):
+            if i:
+                f.write("next\n")
+            f.write(f'url = "https://127.0.0.1:{kube.port}/api/v1/namespaces/{ns}/pods"\n'
+                    f'data-binary = "@{files_dir}/{i}.json"\n'
+                    'header = "Content-Type: application/json"\n'
+                    f'cacert = "{pki}/ca.crt"\ncert = "{pki}/admin.crt"\nkey = "{pki}/admin.key"\n'
+                    'silent\noutput = "/dev/null"\nwrite-out = "%{http_code}\\n"\n')
+
+
 def latency(cp_dir, ns, port, objects, samples):
     kube = Kube(cp_dir)
     recs = api_call(port, "GET", "/v1/analyses?exp_id=bench&page_size=1000")["analyses"]
@@ -175,11 +192,13 @@ def main():
     if cmd == "submit":
         submit(int(args[0]), int(args[1]))
     elif cmd == "wait-created":
-        wait_created(int(args[0]), int(args[1]), float(args[2]))
+        wait_created(int(args[0]), int(args[1]), float(args[2]), float(args[3]))
     elif cmd == "usage":
         usage(int(args[0]), float(args[1]))
     elif cmd == "pod-files":
         pod_files(args[0], args[1], args[2], args[3], int(args[4]))
+    elif cmd == "curl-config":
+        curl_config(args[0], args[1], args[2], int(args[3]), args[4])
     elif cmd == "latency":
         latency(args[0], args[1], int(args[2]), args[3], int(args[4]))
     else:
