@@ -8,7 +8,12 @@
   py-trace-json FILE           json.load + per-thread self time / busy time (the obvious script)
   py-trace-ijson FILE          the same with ijson streaming (yajl2_c backend when available)
   py-xplane FILE               protobuf XSpace.FromString + per-line self time per op
-  py-hlo FILE                  regex scan: op counts and dot FLOPs per module
+  py-hlo FILE                  regex scan: op counts and dot FLOPs per module (less work than hlo-stats:
+                               no record per instruction, no shapes/bytes/metadata, FLOPs of dots only)
+  py-hlo-records FILE OUT      regexes + json.dumps: one JSONL record per instruction (computation, name,
+                               opcode, shape, dtype, elements, bytes, root, line, operands, metadata) and
+                               one per module with its opcode counts; closer to hlo-stats' work, still
+                               without its cost model
   xprof FILE TOOL              XProf's converter (xspace_to_tool_data) on FILE
 """
 import collections
@@ -205,6 +210,59 @@ def py_hlo(path):
     print(f"modules={modules['modules']} instructions={sum(modules.values()) - modules['modules']} dot_flops={flops}")
 
 
+def py_hlo_records(path, out_path):
+    ins = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([a-z][a-z0-9\-]*)\((.*)$")
+    comp = re.compile(r"^\s*(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+    leaf = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
+    layout = re.compile(r"\{[^{}]*\}")
+    meta = re.compile(r'(op_name|op_type|source_file)="((?:[^"\\]|\\.)*)"|source_line=(\d+)')
+    bits = {"pred": 8, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "f16": 16, "bf16": 16, "s32": 32, "u32": 32,
+            "f32": 32, "s64": 64, "u64": 64, "f64": 64, "c64": 64, "c128": 128}
+    module, computation, counts, instructions = None, None, collections.Counter(), 0
+
+    def flush_module(out):
+        if module is not None:
+            out.write(json.dumps({"record_type": "module", "source": path, "module": module,
+                                  "instructions": sum(counts.values()), "opcode_counts": dict(sorted(counts.items()))}) + "\n")
+
+    with open(out_path, "w") as out:
+        for lineno, line in enumerate(open_any(path, "rt"), 1):
+            if line.startswith("HloModule"):
+                flush_module(out)
+                module, computation, counts = line.split()[1].rstrip(","), None, collections.Counter()
+                continue
+            m = ins.match(line)
+            if not m:
+                c = comp.match(line)
+                if c:
+                    computation = c.group(1)
+                continue
+            root, name, shape, op, rest = m.groups()
+            elements, nbytes = 0, 0
+            for dtype, dims in leaf.findall(shape):
+                n = 1
+                for d in filter(None, dims.split(",")):
+                    n *= 0 if d == "?" else int(d.lstrip("<="))
+                elements += n
+                nbytes += (n * bits.get(dtype, 0) + 7) // 8
+            operands = [a.split()[-1].lstrip("%") for a in rest.split(")", 1)[0].split(",") if a.strip()]
+            rec = {"record_type": "instruction", "source": path, "module": module, "computation": computation,
+                   "name": name, "opcode": op, "shape": layout.sub("", shape),
+                   "dtype": "tuple" if shape.startswith("(") else shape.split("[", 1)[0],
+                   "elements": elements, "bytes": nbytes, "is_root": bool(root), "line": lineno,
+                   "operands": operands if op not in ("parameter", "constant", "iota") else []}
+            for key, value, source_line in meta.findall(rest):
+                if source_line:
+                    rec["source_line"] = int(source_line)
+                else:
+                    rec[key] = value
+            out.write(json.dumps(rec) + "\n")
+            counts[op] += 1
+            instructions += 1
+        flush_module(out)
+    print(f"instructions={instructions}")
+
+
 def xprof(path, tool):
     from xprof.convert import raw_to_tool_data
     data, _ = raw_to_tool_data.xspace_to_tool_data([path], tool, {"use_saved_result": False})
@@ -227,6 +285,8 @@ def main():
         py_xplane(args[0])
     elif cmd == "py-hlo":
         py_hlo(args[0])
+    elif cmd == "py-hlo-records":
+        py_hlo_records(args[0], args[1])
     elif cmd == "xprof":
         xprof(args[0], args[1])
     else:

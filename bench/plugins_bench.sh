@@ -10,6 +10,7 @@
 #        HLO_SIZE_MB=128     size of the scaled HLO dump
 #        SKIP_JSON=1         skip the json.load baseline (it needs ~8x the trace size in RAM)
 #        WORK=DIR            where scaled inputs are cached (default BUILD_DIR/bench-plugins)
+#        ONLY="trace xplane hlo"     which inputs to run (default all three)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="$(cd "${1:-$ROOT/build}" && pwd)"
@@ -19,6 +20,8 @@ REF="${FALCON_REFERENCE_DATA:-$ROOT/../shared/reference-data}"
 SIZE_MB="${SIZE_MB:-1024}"
 BASE_MB="${BASE_MB:-256}"
 HLO_SIZE_MB="${HLO_SIZE_MB:-128}"
+ONLY="${ONLY:-trace xplane hlo}"
+want() { case " $ONLY " in *" $1 "*) return 0 ;; esac; return 1; }
 VENV="$BUILD/bench-venv"
 HELPER="$ROOT/bench/plugins_bench.py"
 mkdir -p "$WORK/py"
@@ -46,10 +49,16 @@ xplane_base="$WORK/jax_gpu_x${BASE_MB}MB.xplane.pb"
 hlo="$WORK/mlp_step_x${HLO_SIZE_MB}MB.hlo"
 for mb in "$SIZE_MB" "$BASE_MB"; do
   t="$WORK/jax_cpu_x${mb}MB.trace.json"; x="$WORK/jax_gpu_x${mb}MB.xplane.pb"
-  [ -f "$t" ] || "$PY" "$HELPER" scale-trace "$ROOT/testdata/profile/jax_cpu.trace.json.gz" "$t" "$mb"
-  [ -f "$x" ] || "$PY" "$HELPER" scale-xplane "$REF/xplane/tracelens__jax08_gemm.tw003.xplane.pb" "$x" "$mb" 100
+  if want trace; then
+    [ -f "$t" ] || "$PY" "$HELPER" scale-trace "$ROOT/testdata/profile/jax_cpu.trace.json.gz" "$t" "$mb"
+  fi
+  if want xplane; then
+    [ -f "$x" ] || "$PY" "$HELPER" scale-xplane "$REF/xplane/tracelens__jax08_gemm.tw003.xplane.pb" "$x" "$mb" 100
+  fi
 done
-[ -f "$hlo" ] || "$PY" "$HELPER" scale-hlo "$ROOT/testdata/hlo/mlp_step/module_0000.jit_mlp_step.cpu_after_optimizations.txt" "$hlo" "$HLO_SIZE_MB"
+if want hlo; then
+  [ -f "$hlo" ] || "$PY" "$HELPER" scale-hlo "$ROOT/testdata/hlo/mlp_step/module_0000.jit_mlp_step.cpu_after_optimizations.txt" "$hlo" "$HLO_SIZE_MB"
+fi
 
 RESULTS="$WORK/results.tsv"
 : > "$RESULTS"
@@ -73,23 +82,36 @@ measure() {
 
 out="$WORK/out.jsonl"
 echo "   (wall time depends on the machine's load; CPU time = user + sys of the process)"
-echo "== trace, ${SIZE_MB} MB: plugin alone"
-measure trace-big "trace-summary" "$trace" "$PLUG/trace-summary" --input "$trace" --output "$out"
-echo "== xplane, ${SIZE_MB} MB: plugin alone"
-measure xplane-big "xplane-stats" "$xplane" "$PLUG/xplane-stats" --input "$xplane" --output "$out"
-echo "== trace, ${BASE_MB} MB: plugin vs Python"
-measure trace "trace-summary" "$trace_base" "$PLUG/trace-summary" --input "$trace_base" --output "$out"
-measure trace "python ijson" "$trace_base" "$PY" "$HELPER" py-trace-ijson "$trace_base"
-if [ "${SKIP_JSON:-0}" != 1 ]; then
-  measure trace "python json.load" "$trace_base" "$PY" "$HELPER" py-trace-json "$trace_base"
+if want trace; then
+  echo "== trace, ${SIZE_MB} MB: plugin alone"
+  measure trace-big "trace-summary" "$trace" "$PLUG/trace-summary" --input "$trace" --output "$out"
 fi
-echo "== xplane, ${BASE_MB} MB: plugin vs Python protobuf vs XProf"
-measure xplane "xplane-stats" "$xplane_base" "$PLUG/xplane-stats" --input "$xplane_base" --output "$out"
-measure xplane "python protobuf" "$xplane_base" "$PY" "$HELPER" py-xplane "$xplane_base"
-measure xplane "xprof hlo_stats converter" "$xplane_base" "$XPROF_PY" "$HELPER" xprof "$xplane_base" hlo_stats
-echo "== hlo, ${HLO_SIZE_MB} MB: plugin vs Python regexes"
-measure hlo "hlo-stats" "$hlo" "$PLUG/hlo-stats" --input "$hlo" --output "$out"
-measure hlo "python regex" "$hlo" "$PY" "$HELPER" py-hlo "$hlo"
+if want xplane; then
+  echo "== xplane, ${SIZE_MB} MB: plugin alone"
+  measure xplane-big "xplane-stats" "$xplane" "$PLUG/xplane-stats" --input "$xplane" --output "$out"
+fi
+if want trace; then
+  echo "== trace, ${BASE_MB} MB: plugin vs Python"
+  measure trace "trace-summary" "$trace_base" "$PLUG/trace-summary" --input "$trace_base" --output "$out"
+  measure trace "python ijson" "$trace_base" "$PY" "$HELPER" py-trace-ijson "$trace_base"
+  if [ "${SKIP_JSON:-0}" != 1 ]; then
+    measure trace "python json.load" "$trace_base" "$PY" "$HELPER" py-trace-json "$trace_base"
+  fi
+fi
+if want xplane; then
+  echo "== xplane, ${BASE_MB} MB: plugin vs Python protobuf vs XProf"
+  measure xplane "xplane-stats" "$xplane_base" "$PLUG/xplane-stats" --input "$xplane_base" --output "$out"
+  measure xplane "python protobuf" "$xplane_base" "$PY" "$HELPER" py-xplane "$xplane_base"
+  measure xplane "xprof hlo_stats converter" "$xplane_base" "$XPROF_PY" "$HELPER" xprof "$xplane_base" hlo_stats
+fi
+if want hlo; then
+  # Two baselines: the regex scan (opcode counts and dot FLOPs only, far less work than hlo-stats) and the
+  # same scan writing one JSONL record per instruction as hlo-stats does (still without its cost model).
+  echo "== hlo, ${HLO_SIZE_MB} MB: plugin vs Python regexes"
+  measure hlo "hlo-stats" "$hlo" "$PLUG/hlo-stats" --input "$hlo" --output "$out"
+  measure hlo "python regex" "$hlo" "$PY" "$HELPER" py-hlo "$hlo"
+  measure hlo "python regex + JSONL records" "$hlo" "$PY" "$HELPER" py-hlo-records "$hlo" "$out"
+fi
 rm -f "$out"
 
 echo "== ratios (other tool / plugin on the same input; wall and CPU time) and the plugins' peak RSS"

@@ -291,9 +291,11 @@ class HloAnalyzer {
         const bool fusion_kind = model_.Op(g).is_fusion && ins.Has(hlo::kAttrKind);
         size_t strings = ins.name.size() + ins.opcode.size() + ins.op_name.size() + ins.op_type.size() +
                          ins.source_file.size() + (fusion_kind ? ins.attr(hlo::kAttrKind).size() : 0);
-        for (uint32_t k = 0; k < ins.operands_count; ++k) strings += m.names[ins.operands_begin + k].size() + 1;
-        for (uint32_t k = 0; k < ins.called_count; ++k) strings += m.names[ins.called_begin + k].size() + 1;
-        char* p = Reserve(512 + prefix_.size() + 6 * strings + m.ShapeStringBound(ins.shape));
+        size_t names = 0;  // each a quoted string and a comma
+        for (uint32_t k = 0; k < ins.operands_count; ++k) names += 6 * m.names[ins.operands_begin + k].size() + 3;
+        for (uint32_t k = 0; k < ins.called_count; ++k) names += 6 * m.names[ins.called_begin + k].size() + 3;
+        // 512: the field names, quotes, and numbers (at most 25 characters each).
+        char* p = Reserve(512 + prefix_.size() + 6 * strings + names + m.ShapeStringBound(ins.shape));
         p = Put(p, prefix_);
         p = PutString(p, ins.name);
         p = PutLit(p, ",\"opcode\":");
