@@ -104,6 +104,37 @@ PluginInfo TestInfo() {
   return info;
 }
 
+TEST(JsonlWriter, AppendHelpersPrintExactlyWhatDumpPrints) {
+  // The hot-path serializers must agree with nlohmann's dump (Write()) byte for byte.
+  const std::string strings[] = {
+      "", "plain ascii/op_name(x)", "quote\" and back\\slash", "ctrl \x01\x1f\n\t\r\b\f", "del \x7f",
+      "utf8 caf\xc3\xa9 \xe2\x82\xac", "bad \xff\xfe utf8", "truncated \xc3", std::string("nul \0 byte", 10)};
+  for (const std::string& v : strings) {
+    std::string got;
+    AppendJsonString(got, v);
+    EXPECT_EQ(got, Json(v).dump(-1, ' ', false, Json::error_handler_t::replace)) << v;
+  }
+  for (int64_t v : {int64_t{0}, int64_t{-1}, int64_t{42}, INT64_MIN, INT64_MAX}) {
+    std::string got;
+    AppendJsonInt(got, v);
+    EXPECT_EQ(got, Json(v).dump());
+  }
+  std::string u;
+  AppendJsonUInt(u, UINT64_MAX);
+  EXPECT_EQ(u, Json(UINT64_MAX).dump());
+  for (double v : {0.5, 1e20, -3.25, 1.0 / 3}) {
+    std::string got;
+    AppendJsonDouble(got, v);
+    EXPECT_EQ(got, Json(v).dump());
+  }
+
+  std::ostringstream os;
+  JsonlWriter w(os);
+  w.WriteRaw("{\"a\":1}\n{\"b\":2}\n", 2);
+  EXPECT_EQ(w.records_written(), 2u);
+  EXPECT_EQ(os.str(), "{\"a\":1}\n{\"b\":2}\n");
+}
+
 TEST(PluginMain, DefaultsComeFromEnvironment) {
   const char* argv[] = {"demo"};
   auto o = ParsePluginArgs(TestInfo(), 1, argv, {{"FALCON_INPUT_DIR", "/in"}, {"FALCON_OUTPUT_DIR", "/out"}});

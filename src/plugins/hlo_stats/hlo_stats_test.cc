@@ -188,5 +188,34 @@ ENTRY %e (p: f32[4]) -> f32[4] {
   EXPECT_EQ(Instr(recs, "y")["bytes_accessed"], 32);
 }
 
+TEST(HloStats, MetadataEscapesCommentsAndCrlfSurviveIntoTheRecords) {
+  // Escaped quotes and backslashes in metadata, control characters and UTF-8 in strings, /* */ and //
+  // comments, CRLF line ends, a tuple shape with an /*index=N*/ comment, and a file without a final newline.
+  std::string text =
+      "HloModule m, entry_computation_layout={(f32[2]{0})->f32[2]{0}} // trailing\r\n"
+      "ENTRY %e {\r\n"
+      "  %p = f32[2]{0} parameter(0), metadata={op_name=\"a\\\"b\\\\c caf\xc3\xa9 \x01\" op_type=\"t/*x*/\" "
+      "source_file=\"/s.py\" source_line=9}\r\n"
+      "  /* block\r\n comment */ %t = (f32[2]{0}, f32[], f32[], f32[], f32[], /*index=5*/s32[3]{0}) "
+      "tuple(%p, %p, %p, %p, %p, %p)\r\n"
+      "  ROOT %n = f32[2]{0} negate(%p)\r\n"
+      "}";
+  auto recs = Analyze(text);
+  ASSERT_EQ(recs.size(), 4u);
+  const Json& p = Instr(recs, "p");
+  EXPECT_EQ(p["op_name"], "a\"b\\c caf\xc3\xa9 \x01");
+  EXPECT_EQ(p["op_type"], "t/*x*/");
+  EXPECT_EQ(p["source_line"], 9);
+  EXPECT_EQ(p["line"], 3);
+  const Json& t = Instr(recs, "t");
+  EXPECT_EQ(t["shape"], "(f32[2], f32[], f32[], f32[], f32[], s32[3])");
+  EXPECT_EQ(t["dtype"], "tuple");
+  EXPECT_EQ(t["elements"], 2 + 4 + 3);
+  EXPECT_EQ(t["line"], 5);
+  EXPECT_EQ(t["bytes_accessed"], 8 * 6);
+  EXPECT_EQ(Instr(recs, "n")["line"], 6);
+  EXPECT_EQ(Instr(recs, "n")["is_root"], true);
+}
+
 }  // namespace
 }  // namespace falcon::plugins
