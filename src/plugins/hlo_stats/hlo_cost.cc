@@ -12,19 +12,60 @@ namespace falcon::plugins::hlo {
 namespace {
 
 const std::set<std::string>& Transcendental() {
-  static const auto* s = new std::set<std::string>{
-      "exponential", "log", "logistic", "power", "sqrt", "cbrt", "rsqrt", "tanh", "sine", "cosine",
-      "exponential-minus-one", "log-plus-one", "atan2", "tan", "erf", "acosh"};
+  static const auto* s = new std::set<std::string>{"exponential",
+                                                   "log",
+                                                   "logistic",
+                                                   "power",
+                                                   "sqrt",
+                                                   "cbrt",
+                                                   "rsqrt",
+                                                   "tanh",
+                                                   "sine",
+                                                   "cosine",
+                                                   "exponential-minus-one",
+                                                   "log-plus-one",
+                                                   "atan2",
+                                                   "tan",
+                                                   "erf",
+                                                   "acosh"};
   return *s;
 }
 
 const std::set<std::string>& Elementwise() {
-  static const auto* s = new std::set<std::string>{
-      "abs", "add", "and", "ceil", "clamp", "clz", "compare", "complex", "convert", "divide", "floor",
-      "imag", "is-finite", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "real",
-      "reduce-precision", "remainder", "round-nearest-afz", "round-nearest-even", "select",
-      "shift-left", "shift-right-arithmetic", "shift-right-logical", "sign", "subtract", "xor",
-      "stochastic-convert", "bitcast-convert"};
+  static const auto* s = new std::set<std::string>{"abs",
+                                                   "add",
+                                                   "and",
+                                                   "ceil",
+                                                   "clamp",
+                                                   "clz",
+                                                   "compare",
+                                                   "complex",
+                                                   "convert",
+                                                   "divide",
+                                                   "floor",
+                                                   "imag",
+                                                   "is-finite",
+                                                   "maximum",
+                                                   "minimum",
+                                                   "multiply",
+                                                   "negate",
+                                                   "not",
+                                                   "or",
+                                                   "popcnt",
+                                                   "real",
+                                                   "reduce-precision",
+                                                   "remainder",
+                                                   "round-nearest-afz",
+                                                   "round-nearest-even",
+                                                   "select",
+                                                   "shift-left",
+                                                   "shift-right-arithmetic",
+                                                   "shift-right-logical",
+                                                   "sign",
+                                                   "subtract",
+                                                   "xor",
+                                                   "stochastic-convert",
+                                                   "bitcast-convert"};
   return *s;
 }
 
@@ -32,8 +73,9 @@ const std::set<std::string>& Elementwise() {
 std::vector<int64_t> IntList(const std::string& v) {
   std::vector<int64_t> out;
   std::string s = v;
-  s.erase(std::remove_if(s.begin(), s.end(), [](char c) { return c == '{' || c == '}' || c == ' '; }),
-          s.end());
+  s.erase(
+      std::remove_if(s.begin(), s.end(), [](char c) { return c == '{' || c == '}' || c == ' '; }),
+      s.end());
   for (auto piece : absl::StrSplit(s, ',', absl::SkipEmpty())) {
     int64_t x = 0;
     if (absl::SimpleAtoi(piece, &x)) out.push_back(x);
@@ -66,10 +108,14 @@ std::vector<WindowDim> ParseWindow(const std::string& v) {
         continue;
       }
       if (!absl::SimpleAtoi(vals[i], &a)) continue;
-      if (kv[0] == "size") dims[i].size = a;
-      else if (kv[0] == "stride") dims[i].stride = a;
-      else if (kv[0] == "lhs_dilate") dims[i].lhs_dilate = a;
-      else if (kv[0] == "rhs_dilate") dims[i].rhs_dilate = a;
+      if (kv[0] == "size")
+        dims[i].size = a;
+      else if (kv[0] == "stride")
+        dims[i].stride = a;
+      else if (kv[0] == "lhs_dilate")
+        dims[i].lhs_dilate = a;
+      else if (kv[0] == "rhs_dilate")
+        dims[i].rhs_dilate = a;
     }
   }
   return dims;
@@ -87,11 +133,11 @@ std::string AttrString(const Instruction& ins, Attr key) {
 
 }  // namespace
 
-
 std::string_view CollectiveKind(std::string_view op) {
   static constexpr std::string_view kKinds[] = {
-      "all-reduce", "all-gather", "all-to-all", "collective-permute", "reduce-scatter",
-      "collective-broadcast", "ragged-all-to-all", "send", "recv"};
+      "all-reduce",         "all-gather",     "all-to-all",
+      "collective-permute", "reduce-scatter", "collective-broadcast",
+      "ragged-all-to-all",  "send",           "recv"};
   for (std::string_view k : kKinds) {
     if (op == k) return k;
   }
@@ -113,21 +159,36 @@ uint32_t CostModel::Classify(std::string_view op) {
   OpInfo info;
   info.name = std::string(op);
   const std::string& o = info.name;
-  if (Transcendental().count(o)) info.flops = F::kTranscendental;
-  else if (Elementwise().count(o)) info.flops = F::kElementwise;
-  else if (o == "dot" || o == "ragged-dot" || o == "scaled-dot") info.flops = F::kDot;
-  else if (o == "convolution") info.flops = F::kConvolution;
-  else if (o == "reduce") info.flops = F::kReduce;
-  else if (o == "reduce-window") info.flops = F::kReduceWindow;
-  else if (o == "select-and-scatter") info.flops = F::kSelectAndScatter;
-  else if (o == "map") info.flops = F::kMap;
-  else if (o == "scatter") info.flops = F::kScatter;
-  else if (o == "sort") info.flops = F::kSort;
-  else if (o == "all-reduce" || o == "all-reduce-start") info.flops = F::kAllReduce;
-  else if (o == "fusion") info.flops = F::kFusion;
-  else if (o == "call" || o == "async-start") info.flops = F::kCall;
-  else if (o == "while") info.flops = F::kWhile;
-  else if (o == "conditional") info.flops = F::kConditional;
+  if (Transcendental().count(o))
+    info.flops = F::kTranscendental;
+  else if (Elementwise().count(o))
+    info.flops = F::kElementwise;
+  else if (o == "dot" || o == "ragged-dot" || o == "scaled-dot")
+    info.flops = F::kDot;
+  else if (o == "convolution")
+    info.flops = F::kConvolution;
+  else if (o == "reduce")
+    info.flops = F::kReduce;
+  else if (o == "reduce-window")
+    info.flops = F::kReduceWindow;
+  else if (o == "select-and-scatter")
+    info.flops = F::kSelectAndScatter;
+  else if (o == "map")
+    info.flops = F::kMap;
+  else if (o == "scatter")
+    info.flops = F::kScatter;
+  else if (o == "sort")
+    info.flops = F::kSort;
+  else if (o == "all-reduce" || o == "all-reduce-start")
+    info.flops = F::kAllReduce;
+  else if (o == "fusion")
+    info.flops = F::kFusion;
+  else if (o == "call" || o == "async-start")
+    info.flops = F::kCall;
+  else if (o == "while")
+    info.flops = F::kWhile;
+  else if (o == "conditional")
+    info.flops = F::kConditional;
   // Byte-count exceptions of HloCostAnalysis.
   if (o == "parameter" || o == "constant" || o == "get-tuple-element" || o == "bitcast" ||
       o == "after-all" || o == "add-dependency" || o == "domain" || o == "opt-barrier") {
@@ -295,7 +356,9 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
   cost.bytes_accessed = operand_bytes + out_bytes;
   const uint32_t first_array = m.FirstArray(ins.shape);
   const double out_elems = static_cast<double>(m.shapes[first_array].elements);
-  auto dim = [&](int64_t s, int64_t d) -> int64_t { return s < 0 ? 1 : m.Dim(static_cast<uint32_t>(s), d); };
+  auto dim = [&](int64_t s, int64_t d) -> int64_t {
+    return s < 0 ? 1 : m.Dim(static_cast<uint32_t>(s), d);
+  };
   auto elements = [&](int64_t s) { return static_cast<double>(m.shapes[s].elements); };
 
   switch (op.flops) {
@@ -339,7 +402,8 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
       double input_feature = static_cast<double>(dim(lhs, pos(in_l, 'f')));
       double batch = static_cast<double>(dim(lhs, pos(in_l, 'b')));
       double output_feature = static_cast<double>(dim(first_array, pos(out_l, 'f')));
-      double fgc = static_cast<double>(std::max<int64_t>(1, AttrInt(ins, kAttrFeatureGroupCount, 1)));
+      double fgc =
+          static_cast<double>(std::max<int64_t>(1, AttrInt(ins, kAttrFeatureGroupCount, 1)));
       double bgc = static_cast<double>(std::max<int64_t>(1, AttrInt(ins, kAttrBatchGroupCount, 1)));
       std::vector<WindowDim> window;
       if (ins.Has(kAttrWindow)) window = ParseWindow(std::string(ins.attr(kAttrWindow)));
@@ -350,7 +414,8 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
         int64_t kernel = dim(rhs, pos(k_l, digit));
         int64_t out_size = dim(first_array, pos(out_l, digit));
         const WindowDim& w = window[k];
-        // Count (output, kernel) position pairs that read a real (non-padding, non-hole) input element.
+        // Count (output, kernel) position pairs that read a real (non-padding, non-hole) input
+        // element.
         int64_t valid = 0;
         int64_t dilated_in = (in_size - 1) * w.lhs_dilate + 1;
         for (int64_t o = 0; o < out_size; ++o) {
@@ -396,7 +461,8 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
       }
       Cost sel = CalledCost(g, 0), sc = CalledCost(g, 1);
       cost.flops = sel.flops * src * (window_elems - 1) + sc.flops * src;
-      cost.transcendentals = sel.transcendentals * src * (window_elems - 1) + sc.transcendentals * src;
+      cost.transcendentals =
+          sel.transcendentals * src * (window_elems - 1) + sc.transcendentals * src;
       break;
     }
     case F::kMap: {

@@ -1,6 +1,7 @@
 // FLOP, transcendental and byte estimates of HLO instructions following the conventions of XLA's
-// HloCostAnalysis (documented rule by rule in docs/plugins.md, "hlo-stats"). One CostModel is reused over
-// the modules of a run: Reset() it for each module. Not thread-safe (memoizes per-computation costs).
+// HloCostAnalysis (documented rule by rule in docs/plugins.md, "hlo-stats"). One CostModel is
+// reused over the modules of a run: Reset() it for each module. Not thread-safe (memoizes
+// per-computation costs).
 #pragma once
 
 #include <cstdint>
@@ -31,10 +32,31 @@ struct Cost {
 // What the statistics need to know of an opcode, computed once per distinct opcode string.
 struct OpInfo {
   enum class Flops : uint8_t {
-    kNone, kTranscendental, kElementwise, kDot, kConvolution, kReduce, kReduceWindow, kSelectAndScatter,
-    kMap, kScatter, kSort, kAllReduce, kFusion, kCall, kWhile, kConditional
+    kNone,
+    kTranscendental,
+    kElementwise,
+    kDot,
+    kConvolution,
+    kReduce,
+    kReduceWindow,
+    kSelectAndScatter,
+    kMap,
+    kScatter,
+    kSort,
+    kAllReduce,
+    kFusion,
+    kCall,
+    kWhile,
+    kConditional
   };
-  enum class Bytes : uint8_t { kDefault, kZero, kTuple, kSlice, kDynamicSlice, kDynamicUpdateSlice };
+  enum class Bytes : uint8_t {
+    kDefault,
+    kZero,
+    kTuple,
+    kSlice,
+    kDynamicSlice,
+    kDynamicUpdateSlice
+  };
   std::string name;
   Flops flops = Flops::kNone;
   Bytes bytes = Bytes::kDefault;
@@ -46,8 +68,8 @@ struct OpInfo {
 // *-done halves return "").
 std::string_view CollectiveKind(std::string_view opcode);
 
-// absl's hash of a std::string_view (Debian's absl::string_view is a distinct type, so absl::Hash would
-// fall back to std::hash, which is slower).
+// absl's hash of a std::string_view (Debian's absl::string_view is a distinct type, so absl::Hash
+// would fall back to std::hash, which is slower).
 struct ViewHash {
   size_t operator()(std::string_view s) const {
     return absl::Hash<absl::string_view>()(absl::string_view(s.data(), s.size()));
@@ -63,8 +85,8 @@ class CostModel {
   void Reset(const Module& module);
 
   // The cost of one instruction (index into Module::instructions, of computation `computation`),
-  // including the computations it calls (fusion bodies, reducers, while bodies, ...) as HloCostAnalysis
-  // does.
+  // including the computations it calls (fusion bodies, reducers, while bodies, ...) as
+  // HloCostAnalysis does.
   Cost InstructionCost(int computation, uint32_t instruction);
   // The sum over the computation's instructions (each with its called computations).
   Cost ComputationCost(int computation);
@@ -91,14 +113,18 @@ class CostModel {
 
   const Module* m_ = nullptr;
   // Opcode facts, kept over the whole run.
-  absl::flat_hash_map<std::string_view, uint32_t, ViewHash> op_index_;  // keys view the names in infos_
+  absl::flat_hash_map<std::string_view, uint32_t, ViewHash>
+      op_index_;  // keys view the names in infos_
   std::deque<OpInfo> infos_;
   // Per module.
   absl::flat_hash_map<std::string_view, int, ViewHash> comp_index_;
-  absl::flat_hash_map<std::string_view, uint32_t, ViewHash> first_def_;  // name -> first instruction defining it
-  absl::flat_hash_map<std::pair<uint32_t, std::string_view>, uint32_t, ViewHash> local_def_;  // only with duplicates
-  std::vector<uint32_t> op_ids_;     // per instruction
-  std::vector<int64_t> resolved_;    // per Module::names entry: operand shape node / called computation
+  absl::flat_hash_map<std::string_view, uint32_t, ViewHash>
+      first_def_;  // name -> first instruction defining it
+  absl::flat_hash_map<std::pair<uint32_t, std::string_view>, uint32_t, ViewHash>
+      local_def_;                 // only with duplicates
+  std::vector<uint32_t> op_ids_;  // per instruction
+  std::vector<int64_t>
+      resolved_;  // per Module::names entry: operand shape node / called computation
   std::vector<bool> fusion_bodies_;
   std::vector<int> state_;  // 0 = not computed, 1 = in progress (cycle guard), 2 = done
   std::vector<Cost> comp_cost_;

@@ -35,8 +35,8 @@ int BitsOf(std::string_view t) {
       if (t == "c128") return 128;
       return 0;
     default:
-      if (t == "f8e4m3fn" || t == "f8e5m2" || t == "f8e4m3" || t == "f8e4m3b11fnuz" || t == "f8e4m3fnuz" ||
-          t == "f8e5m2fnuz" || t == "f8e3m4" || t == "f8e8m0fnu")
+      if (t == "f8e4m3fn" || t == "f8e5m2" || t == "f8e4m3" || t == "f8e4m3b11fnuz" ||
+          t == "f8e4m3fnuz" || t == "f8e5m2fnuz" || t == "f8e3m4" || t == "f8e8m0fnu")
         return 8;
       if (t == "f4e2m1fn") return 4;
       return 0;  // token, opaque, unknown
@@ -45,14 +45,17 @@ int BitsOf(std::string_view t) {
 
 namespace {
 
-// Wrapping arithmetic (the sizes of absurd shapes overflow; the result is what int64 wrapping gives).
+// Wrapping arithmetic (the sizes of absurd shapes overflow; the result is what int64 wrapping
+// gives).
 inline int64_t WrapMul(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b));
 }
 inline int64_t WrapAdd(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
 }
-inline int64_t BytesOf(int64_t elements, int bits) { return WrapAdd(WrapMul(elements, bits), 7) / 8; }
+inline int64_t BytesOf(int64_t elements, int bits) {
+  return WrapAdd(WrapMul(elements, bits), 7) / 8;
+}
 
 }  // namespace
 
@@ -176,8 +179,18 @@ Shape Module::ToShape(uint32_t i) const {
 
 namespace {
 
-// The "C" locale classes (the plugin never changes locale), by table instead of the calls of <cctype>.
-enum : uint8_t { kSpace = 1, kDigit = 2, kAlnum = 4, kIdent = 8, kOpcode = 16, kOpen = 32, kClose = 64, kQuote = 128 };
+// The "C" locale classes (the plugin never changes locale), by table instead of the calls of
+// <cctype>.
+enum : uint8_t {
+  kSpace = 1,
+  kDigit = 2,
+  kAlnum = 4,
+  kIdent = 8,
+  kOpcode = 16,
+  kOpen = 32,
+  kClose = 64,
+  kQuote = 128
+};
 struct CharClasses {
   uint8_t c[256];
   constexpr CharClasses() : c() {
@@ -203,8 +216,8 @@ inline bool IsDigit(char c) { return Is(c, kDigit); }
 inline bool IsAlnum(char c) { return Is(c, kAlnum); }
 inline bool IsIdentChar(char c) { return Is(c, kIdent); }
 
-// The first byte in [p, end) equal to a or b (or c), or end. SSE2 when available: the scans of comments and
-// strings look at every byte of dumps of hundreds of MB.
+// The first byte in [p, end) equal to a or b (or c), or end. SSE2 when available: the scans of
+// comments and strings look at every byte of dumps of hundreds of MB.
 inline const char* FindAny(const char* p, const char* end, char a, char b) {
 #if defined(__SSE2__)
   const __m128i va = _mm_set1_epi8(a), vb = _mm_set1_epi8(b);
@@ -223,7 +236,8 @@ inline const char* FindAny(const char* p, const char* end, char a, char b, char 
   const __m128i va = _mm_set1_epi8(a), vb = _mm_set1_epi8(b), vc = _mm_set1_epi8(c);
   while (end - p >= 16) {
     __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    __m128i eq = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, va), _mm_cmpeq_epi8(x, vb)), _mm_cmpeq_epi8(x, vc));
+    __m128i eq = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, va), _mm_cmpeq_epi8(x, vb)),
+                              _mm_cmpeq_epi8(x, vc));
     int mask = _mm_movemask_epi8(eq);
     if (mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
     p += 16;
@@ -242,8 +256,9 @@ inline const char* FindBracketOrQuote(const char* p, const char* end) {
   while (end - p >= 16) {
     __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
     __m128i folded = _mm_and_si128(x, not_case);  // '{' -> '[', '}' -> ']'
-    __m128i eq = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(folded, square_open), _mm_cmpeq_epi8(folded, square_close)),
-                              _mm_or_si128(_mm_cmpeq_epi8(_mm_and_si128(x, not_low), paren), _mm_cmpeq_epi8(x, quote)));
+    __m128i eq = _mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(folded, square_open), _mm_cmpeq_epi8(folded, square_close)),
+        _mm_or_si128(_mm_cmpeq_epi8(_mm_and_si128(x, not_low), paren), _mm_cmpeq_epi8(x, quote)));
     int mask = _mm_movemask_epi8(eq);
     if (mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
     p += 16;
@@ -262,7 +277,8 @@ bool ToInt(std::string_view s, int64_t* out) {
   return r.ec == std::errc() && r.ptr == s.data() + s.size() && !s.empty();
 }
 
-// Skips a balanced region starting at s[i] (one of { [ ( or a quote); returns the index after it, or npos.
+// Skips a balanced region starting at s[i] (one of { [ ( or a quote); returns the index after it,
+// or npos.
 size_t SkipBalanced(std::string_view s, size_t i) {
   int depth = 0;
   const size_t n = s.size();
@@ -297,8 +313,9 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-// Calls fn(piece) for the pieces of `s` split at commas outside brackets and strings, trimmed; an empty
-// last piece is passed only when there was a comma. Stops when fn returns false; returns false then.
+// Calls fn(piece) for the pieces of `s` split at commas outside brackets and strings, trimmed; an
+// empty last piece is passed only when there was a comma. Stops when fn returns false; returns
+// false then.
 template <typename Fn>
 bool ForEachTopLevel(std::string_view s, Fn&& fn) {
   int depth = 0;
@@ -326,8 +343,9 @@ bool ForEachTopLevel(std::string_view s, Fn&& fn) {
   return true;
 }
 
-// Replaces // and /* */ comments (outside strings) with spaces, keeping newlines so lines stay put. A string
-// ends at its closing quote or at the end of its line; a backslash in it escapes the next character.
+// Replaces // and /* */ comments (outside strings) with spaces, keeping newlines so lines stay put.
+// A string ends at its closing quote or at the end of its line; a backslash in it escapes the next
+// character.
 void StripComments(char* s, size_t n) {
   char* p = s;
   char* const end = s + n;
@@ -371,7 +389,8 @@ void StripComments(char* s, size_t n) {
 // Line numbers of positions in one text, counted forward incrementally (positions mostly increase).
 class LineCounter {
  public:
-  LineCounter(const char* text, size_t size, int first_line) : text_(text), size_(size), first_(first_line) {}
+  LineCounter(const char* text, size_t size, int first_line)
+      : text_(text), size_(size), first_(first_line) {}
   // Newlines in the whole text.
   int Total() {
     LineAt(size_);
@@ -389,10 +408,12 @@ class LineCounter {
 #if defined(__SSE2__)
     const __m128i nl = _mm_set1_epi8('\n');
     while (end - p >= 16) {
-      // Up to 255 blocks: each byte lane counts its newlines (cmpeq gives -1), then the lanes are summed.
+      // Up to 255 blocks: each byte lane counts its newlines (cmpeq gives -1), then the lanes are
+      // summed.
       __m128i acc = _mm_setzero_si128();
       for (int k = 0; k < 255 && end - p >= 16; ++k, p += 16) {
-        acc = _mm_sub_epi8(acc, _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), nl));
+        acc = _mm_sub_epi8(
+            acc, _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), nl));
       }
       __m128i sums = _mm_sad_epu8(acc, _mm_setzero_si128());
       count_ += _mm_cvtsi128_si32(sums) + _mm_extract_epi16(sums, 4);
@@ -445,8 +466,8 @@ absl::Status ParseShapeInto(std::string_view& t, Module& m) {
         t.remove_prefix(1);
         break;
       }
-      return absl::InvalidArgumentError(absl::StrCat("unexpected '", std::string(1, t.front()),
-                                                     "' in tuple shape"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("unexpected '", std::string(1, t.front()), "' in tuple shape"));
     }
     ShapeNode& s = m.shapes[idx];
     s.children = children;
@@ -458,13 +479,14 @@ absl::Status ParseShapeInto(std::string_view& t, Module& m) {
   size_t i = 0;
   while (i < t.size() && IsAlnum(t[i])) ++i;
   if (i == 0) {
-    return absl::InvalidArgumentError(absl::StrCat("expected a shape, found '", std::string(t.substr(0, 20)),
-                                                   "'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected a shape, found '", std::string(t.substr(0, 20)), "'"));
   }
   std::string_view dtype = t.substr(0, i);
   t.remove_prefix(i);
   if (t.empty() || t.front() != '[') {
-    return absl::InvalidArgumentError(absl::StrCat("expected '[' after element type ", std::string(dtype)));
+    return absl::InvalidArgumentError(
+        absl::StrCat("expected '[' after element type ", std::string(dtype)));
   }
   size_t close = t.find(']');
   if (close == std::string_view::npos) return absl::InvalidArgumentError("unterminated dimensions");
@@ -518,7 +540,8 @@ absl::Status ParseShapeInto(std::string_view& t, Module& m) {
       elements = WrapMul(elements, v);
       return true;
     });
-    if (!ok) return absl::InvalidArgumentError(absl::StrCat("bad dimension '", std::string(bad), "'"));
+    if (!ok)
+      return absl::InvalidArgumentError(absl::StrCat("bad dimension '", std::string(bad), "'"));
   }
   if (!t.empty() && t.front() == '{') {
     size_t e = SkipBalanced(t, 0);
@@ -534,10 +557,22 @@ absl::Status ParseShapeInto(std::string_view& t, Module& m) {
   return absl::OkStatus();
 }
 
-constexpr std::string_view kAttrNames[kNumAttrs] = {
-    "kind", "metadata", "lhs_contracting_dims", "dim_labels", "feature_group_count", "batch_group_count",
-    "window", "calls", "to_apply", "body", "condition", "true_computation", "false_computation",
-    "branch_computations", "select", "scatter"};
+constexpr std::string_view kAttrNames[kNumAttrs] = {"kind",
+                                                    "metadata",
+                                                    "lhs_contracting_dims",
+                                                    "dim_labels",
+                                                    "feature_group_count",
+                                                    "batch_group_count",
+                                                    "window",
+                                                    "calls",
+                                                    "to_apply",
+                                                    "body",
+                                                    "condition",
+                                                    "true_computation",
+                                                    "false_computation",
+                                                    "branch_computations",
+                                                    "select",
+                                                    "scatter"};
 
 int LookupAttr(std::string_view key) {
   for (int a = 0; a < kNumAttrs; ++a) {
@@ -548,7 +583,8 @@ int LookupAttr(std::string_view key) {
 
 class Parser {
  public:
-  Parser(std::string_view text, size_t base, LineCounter& lines) : s_(text), base_(base), lines_(lines) {}
+  Parser(std::string_view text, size_t base, LineCounter& lines)
+      : s_(text), base_(base), lines_(lines) {}
 
   absl::Status ParseModule(Module& m) {
     SkipWs();
@@ -587,7 +623,8 @@ class Parser {
   int LineAt(size_t pos) { return lines_.LineAt(base_ + pos); }
   absl::Status Err(const std::string& what) {
     int line = LineAt(std::min(p_, s_.size() ? s_.size() - 1 : 0));
-    return InputError(absl::StrCat("HLO parse error at line ", line, ": ", what), line, std::nullopt);
+    return InputError(absl::StrCat("HLO parse error at line ", line, ": ", what), line,
+                      std::nullopt);
   }
   bool Peek(std::string_view w) const { return s_.substr(p_, w.size()) == w; }
   void SkipWs() {
@@ -620,7 +657,8 @@ class Parser {
       SkipWs();
     }
     c.name = Ident();
-    if (c.name.empty()) return Err(absl::StrCat("expected a computation name, found '", Snippet(), "'"));
+    if (c.name.empty())
+      return Err(absl::StrCat("expected a computation name, found '", Snippet(), "'"));
     SkipWs();
     if (p_ < s_.size() && s_[p_] == '(') {
       size_t e = SkipBalanced(s_, p_);
@@ -646,12 +684,14 @@ class Parser {
     // Tolerate computation attributes before the body (e.g. execution_thread="...").
     while (p_ < s_.size() && s_[p_] != '{' && s_[p_] != '\n') ++p_;
     SkipWs();
-    if (p_ >= s_.size() || s_[p_] != '{') return Err(absl::StrCat("expected '{' to open computation ", std::string(c.name)));
+    if (p_ >= s_.size() || s_[p_] != '{')
+      return Err(absl::StrCat("expected '{' to open computation ", std::string(c.name)));
     ++p_;
     c.begin = static_cast<uint32_t>(m.instructions.size());
     for (;;) {
       SkipWs();
-      if (p_ >= s_.size()) return Err(absl::StrCat("computation ", std::string(c.name), " is not closed with '}'"));
+      if (p_ >= s_.size())
+        return Err(absl::StrCat("computation ", std::string(c.name), " is not closed with '}'"));
       if (s_[p_] == '}') {
         ++p_;
         break;
@@ -679,7 +719,8 @@ class Parser {
       SkipWs();
     }
     ins.name = Ident();
-    if (ins.name.empty()) return Err(absl::StrCat("expected an instruction, found '", Snippet(), "'"));
+    if (ins.name.empty())
+      return Err(absl::StrCat("expected an instruction, found '", Snippet(), "'"));
     SkipWs();
     if (p_ >= s_.size() || s_[p_] != '=') {
       return Err(absl::StrCat("expected '=' after instruction name ", std::string(ins.name)));
@@ -691,18 +732,22 @@ class Parser {
       size_t before = rest.size();
       ins.shape = static_cast<uint32_t>(m.shapes.size());
       absl::Status shape = ParseShapeInto(rest, m);
-      if (!shape.ok()) return Err(absl::StrCat("bad shape of ", std::string(ins.name), ": ", shape.message()));
+      if (!shape.ok())
+        return Err(absl::StrCat("bad shape of ", std::string(ins.name), ": ", shape.message()));
       p_ += before - rest.size();
     }
     SkipWs();
     size_t op_start = p_;
     while (p_ < s_.size() && Is(s_[p_], kOpcode)) ++p_;
     ins.opcode = s_.substr(op_start, p_ - op_start);
-    if (ins.opcode.empty()) return Err(absl::StrCat("expected an opcode for ", std::string(ins.name)));
+    if (ins.opcode.empty())
+      return Err(absl::StrCat("expected an opcode for ", std::string(ins.name)));
     SkipWs();
-    if (p_ >= s_.size() || s_[p_] != '(') return Err(absl::StrCat("expected '(' after opcode ", std::string(ins.opcode)));
+    if (p_ >= s_.size() || s_[p_] != '(')
+      return Err(absl::StrCat("expected '(' after opcode ", std::string(ins.opcode)));
     size_t close = SkipBalanced(s_, p_);
-    if (close == std::string_view::npos) return Err(absl::StrCat("unbalanced operand list of ", std::string(ins.name)));
+    if (close == std::string_view::npos)
+      return Err(absl::StrCat("unbalanced operand list of ", std::string(ins.name)));
     std::string_view inner = s_.substr(p_ + 1, close - p_ - 2);
     p_ = close;
     ins.operands_begin = static_cast<uint32_t>(m.names.size());
@@ -710,7 +755,8 @@ class Parser {
       ForEachTopLevel(inner, [&](std::string_view piece) {
         if (piece.empty()) return true;
         size_t sp = piece.size();  // the last blank (space, tab or newline), as find_last_of
-        while (sp > 0 && piece[sp - 1] != ' ' && piece[sp - 1] != '\t' && piece[sp - 1] != '\n') --sp;
+        while (sp > 0 && piece[sp - 1] != ' ' && piece[sp - 1] != '\t' && piece[sp - 1] != '\n')
+          --sp;
         std::string_view name = piece.substr(sp);
         if (!name.empty() && name.front() == '%') name.remove_prefix(1);
         m.names.push_back(name);
@@ -731,7 +777,8 @@ class Parser {
       size_t kstart = p_;
       while (p_ < s_.size() && IsIdentChar(s_[p_])) ++p_;
       std::string_view key = s_.substr(kstart, p_ - kstart);
-      if (key.empty()) return Err(absl::StrCat("expected an attribute name in ", std::string(ins.name)));
+      if (key.empty())
+        return Err(absl::StrCat("expected an attribute name in ", std::string(ins.name)));
       std::string_view value;
       if (p_ < s_.size() && s_[p_] == '=') {
         ++p_;
@@ -740,7 +787,8 @@ class Parser {
           char c = s_[p_];
           if (c == '{' || c == '[' || c == '(' || c == '"') {
             size_t e = SkipBalanced(s_, p_);
-            if (e == std::string_view::npos) return Err(absl::StrCat("unbalanced value of attribute ", std::string(key)));
+            if (e == std::string_view::npos)
+              return Err(absl::StrCat("unbalanced value of attribute ", std::string(key)));
             p_ = e;
             continue;
           }
@@ -822,11 +870,16 @@ class Parser {
         while (i < n && !IsSpace(v[i])) ++i;
         value = v.substr(vs, i - vs);
       }
-      if (key == "op_name") ins.op_name = value;
-      else if (key == "op_type") ins.op_type = value;
-      else if (key == "source_file") ins.source_file = value;
-      else if (key == "source_line") (void)ToInt(value, &ins.source_line);
-      else if (key == "stack_frame_id") (void)ToInt(value, &ins.stack_frame_id);
+      if (key == "op_name")
+        ins.op_name = value;
+      else if (key == "op_type")
+        ins.op_type = value;
+      else if (key == "source_file")
+        ins.source_file = value;
+      else if (key == "source_line")
+        (void)ToInt(value, &ins.source_line);
+      else if (key == "stack_frame_id")
+        (void)ToInt(value, &ins.stack_frame_id);
     }
   }
 
@@ -877,9 +930,12 @@ class Parser {
           int64_t v = 0;
           if (eq != std::string_view::npos && ToInt(part.substr(eq + 1), &v)) {
             std::string_view k = part.substr(0, eq);
-            if (k == "file_name_id") file_name_id = v;
-            else if (k == "line") line_no = v;
-            else if (k == "file_location_id") file_location_id = v;
+            if (k == "file_name_id")
+              file_name_id = v;
+            else if (k == "line")
+              line_no = v;
+            else if (k == "file_location_id")
+              file_location_id = v;
           }
         }
         if (which == "FileLocations") {
@@ -925,12 +981,14 @@ absl::StatusOr<Shape> ParseShape(std::string_view& t) {
 }
 
 int ForEachHloModule(char* text, size_t size, Module& m,
-                     const std::function<void(const absl::Status&, const Module&)>& fn, int first_line) {
+                     const std::function<void(const absl::Status&, const Module&)>& fn,
+                     int first_line) {
   StripComments(text, size);
   std::string_view all(text, size);
   // Module starts: "HloModule" at the start of a line (after blanks).
   std::vector<size_t> starts;
-  for (size_t h = all.find("HloModule"); h != std::string_view::npos; h = all.find("HloModule", h + 9)) {
+  for (size_t h = all.find("HloModule"); h != std::string_view::npos;
+       h = all.find("HloModule", h + 9)) {
     size_t j = h;
     while (j > 0 && (all[j - 1] == ' ' || all[j - 1] == '\t')) --j;
     if (j == 0 || all[j - 1] == '\n') starts.push_back(h);

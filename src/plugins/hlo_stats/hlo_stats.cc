@@ -92,13 +92,14 @@ inline char* PutString(char* p, std::string_view whole) {
   *p++ = '"';
 #if defined(__SSE2__)
   {
-    const __m128i space = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7f), quote = _mm_set1_epi8('"'),
-                  backslash = _mm_set1_epi8('\\');
+    const __m128i space = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7f),
+                  quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
     while (s.size() >= 16) {
       __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s.data()));
       // Signed compare: bytes >= 0x80 are negative, so "< 0x20" also catches them.
-      __m128i bad = _mm_or_si128(_mm_or_si128(_mm_cmplt_epi8(x, space), _mm_cmpeq_epi8(x, del)),
-                                 _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)));
+      __m128i bad =
+          _mm_or_si128(_mm_or_si128(_mm_cmplt_epi8(x, space), _mm_cmpeq_epi8(x, del)),
+                       _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)));
       if (_mm_movemask_epi8(bad) != 0) break;  // the scalar loop below decides
       _mm_storeu_si128(reinterpret_cast<__m128i*>(p), x);
       p += 16;
@@ -127,11 +128,13 @@ inline char* PutNumber(char* p, double v) {
   return Put(p, d);
 }
 
-// Writes the records of the modules of one file. The records are serialized straight into a buffer (no
-// JSON document per record: hlo-stats writes one record per instruction, about 3x the HLO text).
+// Writes the records of the modules of one file. The records are serialized straight into a buffer
+// (no JSON document per record: hlo-stats writes one record per instruction, about 3x the HLO
+// text).
 class HloAnalyzer {
  public:
-  HloAnalyzer(JsonlWriter& out, const std::string& filename) : out_(out), stage_(StageOf(filename)) {
+  HloAnalyzer(JsonlWriter& out, const std::string& filename)
+      : out_(out), stage_(StageOf(filename)) {
     AppendJsonString(source_, out.source());
     buf_.resize(kFlushBytes + (64 << 10));
   }
@@ -167,9 +170,10 @@ class HloAnalyzer {
     Flush();
     if (seen_ == 0) return InputError("no HLO module found (empty file?)", 1, std::nullopt);
     if (ok_ == 0) {
-      // The per-module error records are already written; signal failure without a duplicate record.
-      return AlreadyReported(absl::Status(first_error_.code(),
-                                          absl::StrCat(first_error_.message(), " (no module analysed)")));
+      // The per-module error records are already written; signal failure without a duplicate
+      // record.
+      return AlreadyReported(absl::Status(
+          first_error_.code(), absl::StrCat(first_error_.message(), " (no module analysed)")));
     }
     return absl::OkStatus();
   }
@@ -206,7 +210,8 @@ class HloAnalyzer {
       const hlo::Instruction& ins = instrs[g];
       const hlo::OpInfo& op = model_.Op(g);
       ++op_counts_[model_.OpId(g)];
-      if (op.is_fusion) Increment(fusions_, ins.Has(hlo::kAttrKind) ? ins.attr(hlo::kAttrKind) : "unknown");
+      if (op.is_fusion)
+        Increment(fusions_, ins.Has(hlo::kAttrKind) ? ins.attr(hlo::kAttrKind) : "unknown");
       std::string_view kind = op.collective;
       if (kind.empty() && op.is_async_start && ins.called_count > 0) {
         // Generic async wrapping a collective: classify by the wrapped computation's root.
@@ -289,13 +294,17 @@ class HloAnalyzer {
         const hlo::ShapeNode& shape = m.shape(ins.shape);
         hlo::Cost cost = model_.InstructionCost(static_cast<int>(c), g);
         const bool fusion_kind = model_.Op(g).is_fusion && ins.Has(hlo::kAttrKind);
-        size_t strings = ins.name.size() + ins.opcode.size() + ins.op_name.size() + ins.op_type.size() +
-                         ins.source_file.size() + (fusion_kind ? ins.attr(hlo::kAttrKind).size() : 0);
+        size_t strings = ins.name.size() + ins.opcode.size() + ins.op_name.size() +
+                         ins.op_type.size() + ins.source_file.size() +
+                         (fusion_kind ? ins.attr(hlo::kAttrKind).size() : 0);
         size_t names = 0;  // each a quoted string and a comma
-        for (uint32_t k = 0; k < ins.operands_count; ++k) names += 6 * m.names[ins.operands_begin + k].size() + 3;
-        for (uint32_t k = 0; k < ins.called_count; ++k) names += 6 * m.names[ins.called_begin + k].size() + 3;
+        for (uint32_t k = 0; k < ins.operands_count; ++k)
+          names += 6 * m.names[ins.operands_begin + k].size() + 3;
+        for (uint32_t k = 0; k < ins.called_count; ++k)
+          names += 6 * m.names[ins.called_begin + k].size() + 3;
         // 512: the field names, quotes, and numbers (at most 25 characters each).
-        char* p = Reserve(512 + prefix_.size() + 6 * strings + names + m.ShapeStringBound(ins.shape));
+        char* p =
+            Reserve(512 + prefix_.size() + 6 * strings + names + m.ShapeStringBound(ins.shape));
         p = Put(p, prefix_);
         p = PutString(p, ins.name);
         p = PutLit(p, ",\"opcode\":");
@@ -307,7 +316,8 @@ class HloAnalyzer {
         p = PutLit(p, "\",\"elements\":");
         p = PutInt(p, shape.elements);
         p = fused ? PutLit(p, ",\"fused\":true") : PutLit(p, ",\"fused\":false");
-        p = static_cast<int>(i) == comp.root ? PutLit(p, ",\"is_root\":true") : PutLit(p, ",\"is_root\":false");
+        p = static_cast<int>(i) == comp.root ? PutLit(p, ",\"is_root\":true")
+                                             : PutLit(p, ",\"is_root\":false");
         p = PutLit(p, ",\"line\":");
         p = PutInt(p, ins.line);
         p = PutLit(p, ",\"operands\":[");
@@ -357,7 +367,7 @@ class HloAnalyzer {
 
   JsonlWriter& out_;
   std::string stage_;
-  std::string source_;  // the source file as a JSON string
+  std::string source_;     // the source file as a JSON string
   std::vector<char> buf_;  // serialized records not yet written: buf_[0, len_)
   size_t len_ = 0;
   uint64_t pending_ = 0;
@@ -384,18 +394,20 @@ absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
   auto in = InputFile::Open(path);
   if (!in.ok()) return in.status();
   HloAnalyzer a(out, path);
-  // The file is cut into chunks at the lines that start a module ("HloModule" after blanks), each chunk
-  // analysed once complete; memory holds the current module's text and a read block.
+  // The file is cut into chunks at the lines that start a module ("HloModule" after blanks), each
+  // chunk analysed once complete; memory holds the current module's text and a read block.
   constexpr size_t kBlock = 1 << 20;
-  std::vector<char> buf;  // buf[0, len) holds data (the vector's size is its capacity: never zero-filled twice)
+  std::vector<char>
+      buf;  // buf[0, len) holds data (the vector's size is its capacity: never zero-filled twice)
   size_t len = 0;
-  size_t start = 0;     // the current chunk: buf[start, len)
-  size_t scan = 0;      // module starts are searched from here
-  int chunk_line = 1;   // file line of buf[start]
+  size_t start = 0;    // the current chunk: buf[start, len)
+  size_t scan = 0;     // module starts are searched from here
+  int chunk_line = 1;  // file line of buf[start]
   auto cut = [&](size_t limit) {
     // Complete lines up to `limit` (a line start) are searched.
     std::string_view all(buf.data(), limit);
-    for (size_t h = all.find("HloModule", scan); h != std::string_view::npos; h = all.find("HloModule", h + 9)) {
+    for (size_t h = all.find("HloModule", scan); h != std::string_view::npos;
+         h = all.find("HloModule", h + 9)) {
       size_t j = h;
       while (j > 0 && (all[j - 1] == ' ' || all[j - 1] == '\t')) --j;
       if (j != 0 && all[j - 1] != '\n') continue;
