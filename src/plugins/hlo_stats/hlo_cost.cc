@@ -152,8 +152,17 @@ std::string_view CollectiveKind(std::string_view op) {
 }
 
 uint32_t CostModel::Classify(std::string_view op) {
+  // A small direct-mapped cache in front of the map: a dump has a few dozen distinct opcodes.
+  size_t slot = (op.size() * 31 + static_cast<unsigned char>(op.empty() ? 0 : op[0]) * 7 +
+                 static_cast<unsigned char>(op.empty() ? 0 : op[op.size() / 2])) %
+                kOpCacheSize;
+  uint32_t cached = op_cache_[slot];
+  if (cached != 0 && infos_[cached - 1].name == op) return cached - 1;
   auto it = op_index_.find(op);
-  if (it != op_index_.end()) return it->second;
+  if (it != op_index_.end()) {
+    op_cache_[slot] = it->second + 1;
+    return it->second;
+  }
   using F = OpInfo::Flops;
   using B = OpInfo::Bytes;
   OpInfo info;
@@ -222,10 +231,8 @@ void CostModel::Reset(const Module& module) {
   const auto& instrs = module.instructions;
   const size_t n = comps.size();
   comp_index_.clear();
-  first_def_.clear();
   comp_index_.reserve(n);
-  first_def_.reserve(instrs.size());
-  local_def_.clear();
+  first_def_.clear();
   fusion_bodies_.assign(n, false);
   state_.assign(n, 0);
   comp_cost_.assign(n, Cost{});
@@ -235,37 +242,52 @@ void CostModel::Reset(const Module& module) {
   caching_ = false;
   cycle_ = false;
   cache_ok_ = false;
-  bool duplicates = false;
   for (size_t c = 0; c < n; ++c) {
     comp_index_.emplace(comps[c].name, static_cast<int>(c));
     for (uint32_t g = comps[c].begin; g < comps[c].begin + comps[c].count; ++g) {
-      if (!first_def_.emplace(instrs[g].name, g).second) duplicates = true;
       op_ids_[g] = Classify(instrs[g].opcode);
     }
   }
-  if (duplicates) {
-    // A name defined in several computations: operands resolve in their own computation first.
-    for (size_t c = 0; c < n; ++c) {
-      for (uint32_t g = comps[c].begin; g < comps[c].begin + comps[c].count; ++g) {
-        local_def_.emplace(std::make_pair(static_cast<uint32_t>(c), instrs[g].name), g);
-      }
-    }
-  }
+  // An operand names the first instruction of that name in its own computation, else the first in
+  // the module. Small computations (most fusion bodies and reducers) are searched directly; larger
+  // ones through a map; the module-wide map is built only when some name is not local.
+  constexpr uint32_t kSmall = 16;
+  bool global_built = false;
   resolved_.assign(module.names.size(), -1);
   for (size_t c = 0; c < n; ++c) {
-    for (uint32_t g = comps[c].begin; g < comps[c].begin + comps[c].count; ++g) {
+    const uint32_t begin = comps[c].begin, end = comps[c].begin + comps[c].count;
+    const bool small = comps[c].count <= kSmall;
+    if (!small) {
+      local_def_.clear();
+      local_def_.reserve(comps[c].count);
+      for (uint32_t g = begin; g < end; ++g) local_def_.emplace(instrs[g].name, g);
+    }
+    for (uint32_t g = begin; g < end; ++g) {
       const Instruction& ins = instrs[g];
       for (uint32_t k = ins.operands_begin; k < ins.operands_begin + ins.operands_count; ++k) {
         std::string_view name = module.names[k];
-        if (duplicates) {
-          auto l = local_def_.find(std::make_pair(static_cast<uint32_t>(c), name));
-          if (l != local_def_.end()) {
-            resolved_[k] = instrs[l->second].shape;
-            continue;
+        int64_t def = -1;
+        if (small) {
+          for (uint32_t h = begin; h < end; ++h) {
+            if (instrs[h].name == name) {
+              def = h;
+              break;
+            }
           }
+        } else {
+          auto l = local_def_.find(name);
+          if (l != local_def_.end()) def = l->second;
         }
-        auto f = first_def_.find(name);
-        if (f != first_def_.end()) resolved_[k] = instrs[f->second].shape;
+        if (def < 0) {
+          if (!global_built) {
+            first_def_.reserve(instrs.size());
+            for (uint32_t h = 0; h < instrs.size(); ++h) first_def_.emplace(instrs[h].name, h);
+            global_built = true;
+          }
+          auto f = first_def_.find(name);
+          if (f != first_def_.end()) def = f->second;
+        }
+        if (def >= 0) resolved_[k] = instrs[def].shape;
       }
       for (uint32_t k = ins.called_begin; k < ins.called_begin + ins.called_count; ++k) {
         resolved_[k] = FindComputation(module.names[k]);

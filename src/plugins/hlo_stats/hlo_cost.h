@@ -74,9 +74,6 @@ struct ViewHash {
   size_t operator()(std::string_view s) const {
     return absl::Hash<absl::string_view>()(absl::string_view(s.data(), s.size()));
   }
-  size_t operator()(const std::pair<uint32_t, std::string_view>& k) const {
-    return absl::HashOf(k.first, absl::string_view(k.second.data(), k.second.size()));
-  }
 };
 
 class CostModel {
@@ -116,12 +113,14 @@ class CostModel {
   absl::flat_hash_map<std::string_view, uint32_t, ViewHash>
       op_index_;  // keys view the names in infos_
   std::deque<OpInfo> infos_;
-  // Per module.
   absl::flat_hash_map<std::string_view, int, ViewHash> comp_index_;
+  static constexpr size_t kOpCacheSize = 256;
+  uint32_t op_cache_[kOpCacheSize] = {};  // opcode id + 1, 0 = empty
+  // Per module.
   absl::flat_hash_map<std::string_view, uint32_t, ViewHash>
-      first_def_;  // name -> first instruction defining it
-  absl::flat_hash_map<std::pair<uint32_t, std::string_view>, uint32_t, ViewHash>
-      local_def_;                 // only with duplicates
+      first_def_;  // name -> first instruction defining it (built on demand)
+  absl::flat_hash_map<std::string_view, uint32_t, ViewHash>
+      local_def_;                 // the same within one large computation
   std::vector<uint32_t> op_ids_;  // per instruction
   std::vector<int64_t>
       resolved_;  // per Module::names entry: operand shape node / called computation
