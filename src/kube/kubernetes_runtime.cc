@@ -182,6 +182,11 @@ absl::Status KubernetesRuntime::Delete(const std::string& name, int grace_second
 }
 
 absl::StatusOr<PodStatus> KubernetesRuntime::Get(const std::string& name) {
+  {
+    std::lock_guard<std::mutex> l(cache_->mu);
+    auto it = cache_->pods.find(name);
+    if (it != cache_->pods.end()) return it->second;
+  }
   auto r = client_.Get(PodsPath() + "/" + name);
   if (!r.ok()) return r.status();
   return PodStatusFromObject(*r);
@@ -197,25 +202,43 @@ absl::StatusOr<std::vector<PodStatus>> KubernetesRuntime::List(const runtime::La
 }
 
 namespace {
+template <typename Cache>
 class InformerHandle : public runtime::WatchHandle {
  public:
-  explicit InformerHandle(std::unique_ptr<Informer> inf) : inf_(std::move(inf)) {}
+  InformerHandle(std::unique_ptr<Informer> inf, std::shared_ptr<Cache> cache)
+      : inf_(std::move(inf)), cache_(std::move(cache)) {}
+  ~InformerHandle() override {
+    inf_.reset();  // no more events
+    std::lock_guard<std::mutex> l(cache_->mu);
+    cache_->pods.clear();  // nobody keeps it fresh any more: Get reads the API again
+  }
 
  private:
   std::unique_ptr<Informer> inf_;
+  std::shared_ptr<Cache> cache_;
 };
 }  // namespace
 
 std::unique_ptr<runtime::WatchHandle> KubernetesRuntime::Watch(
     const runtime::LabelSelector& selector, std::function<void(const runtime::PodEvent&)> on_event) {
-  auto cb = [on_event = std::move(on_event)](Informer::EventType t, const json& obj) {
+  auto cb = [on_event = std::move(on_event), cache = cache_](Informer::EventType t, const json& obj) {
     runtime::PodEvent ev{runtime::PodEvent::Type::kAdded, PodStatusFromObject(obj)};
     if (t == Informer::EventType::kModified) ev.type = runtime::PodEvent::Type::kModified;
     if (t == Informer::EventType::kDeleted) ev.type = runtime::PodEvent::Type::kDeleted;
+    {
+      // Before the callback, so that a Get caused by this event sees this state.
+      std::lock_guard<std::mutex> l(cache->mu);
+      if (ev.type == runtime::PodEvent::Type::kDeleted) {
+        cache->pods.erase(ev.pod.name);
+      } else {
+        cache->pods[ev.pod.name] = ev.pod;
+      }
+    }
     on_event(ev);
   };
-  return std::make_unique<InformerHandle>(
-      std::make_unique<Informer>(client_, clock_, PodsPath(), FormatLabelSelector(selector), std::move(cb)));
+  return std::make_unique<InformerHandle<PodCache>>(
+      std::make_unique<Informer>(client_, clock_, PodsPath(), FormatLabelSelector(selector), std::move(cb)),
+      cache_);
 }
 
 absl::StatusOr<std::string> KubernetesRuntime::ReadLogs(const std::string& name, int64_t offset) {

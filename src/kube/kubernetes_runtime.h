@@ -6,7 +6,9 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "kube/kube_client.h"
@@ -62,11 +64,20 @@ class KubernetesRuntime : public runtime::PodRuntime {
   const KubernetesRuntimeOptions& options() const { return options_; }
 
  private:
+  // The Pods the live watches have delivered, by name. Get answers from it (as fresh as the events a
+  // level-triggered caller reacts to) and reads the API only for names no watch has delivered, so a
+  // resync of N live Pods does not spend N GETs of the client's QPS budget. Emptied when a watch stops.
+  struct PodCache {
+    std::mutex mu;
+    std::map<std::string, runtime::PodStatus> pods;  // guarded by mu
+  };
+
   std::string PodsPath() const;
 
   KubeClient& client_;
   Clock& clock_;
   const KubernetesRuntimeOptions options_;
+  const std::shared_ptr<PodCache> cache_ = std::make_shared<PodCache>();
 };
 
 }  // namespace falcon::kube

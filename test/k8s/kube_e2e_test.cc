@@ -474,7 +474,7 @@ TEST_F(KubeE2E, PausedOldLeadersLateWritesAreRefused) {
   const int64_t old_epoch = Lease().value("leaseTransitions", 0);
   ASSERT_GE(old_epoch, 1) << Lease().dump();
   CreateExp("exp5");
-  std::string early = Command("exp5", "sleep 3");
+  std::string early = Command("exp5", "sleep 6");  // ends after the pause begins: the successor records it
   std::string long_running = Command("exp5", "sleep 120");
   ASSERT_TRUE(WaitStatus(early, "running")) << AllLogs();
   ASSERT_TRUE(WaitStatus(long_running, "running")) << AllLogs();
