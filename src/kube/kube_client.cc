@@ -234,7 +234,28 @@ void KubeClient::ReturnHandle(std::unique_ptr<Handle> h) {
   if (pool_.size() < 32) pool_.push_back(std::move(h));
 }
 
+void KubeClient::ForgetExecToken() {
+  std::lock_guard<std::mutex> l(exec_mu_);
+  exec_token_.clear();
+  exec_expiry_.reset();
+}
+
 std::string KubeClient::BearerToken() {
+  if (config_.exec) {
+    std::lock_guard<std::mutex> l(exec_mu_);
+    Time now = clock_.Now();
+    // Renewed a little before it expires, so a request does not leave with a token about to lapse.
+    if (exec_token_.empty() || (exec_expiry_ && now + std::chrono::seconds(10) >= *exec_expiry_)) {
+      auto c = RunExecPlugin(*config_.exec);
+      if (c.ok()) {
+        exec_token_ = c->token;
+        exec_expiry_ = c->expiry;
+      } else {
+        spdlog::warn("kube: {}", std::string(c.status().message()));
+      }
+    }
+    if (!exec_token_.empty()) return exec_token_;
+  }
   if (config_.token_file.empty()) return config_.token;
   std::lock_guard<std::mutex> l(mu_);
   Time now = clock_.Now();
@@ -303,6 +324,17 @@ void KubeClient::Prepare(CURL* c, const std::string& method, const std::string& 
 
 absl::StatusOr<HttpResponse> KubeClient::Do(const std::string& method, const std::string& path,
                                             const std::string& body, const std::string& content_type) {
+  auto r = DoOnce(method, path, body, content_type);
+  if (r.ok() && r->code == 401 && config_.exec) {
+    // The plugin's token was revoked or expired early: ask the plugin again, once.
+    ForgetExecToken();
+    r = DoOnce(method, path, body, content_type);
+  }
+  return r;
+}
+
+absl::StatusOr<HttpResponse> KubeClient::DoOnce(const std::string& method, const std::string& path,
+                                                const std::string& body, const std::string& content_type) {
   limiter_.Acquire();
   auto h = TakeHandle();
   if (!h->curl) return absl::InternalError("curl_easy_init failed");
@@ -462,6 +494,7 @@ absl::Status KubeClient::Stream(const std::string& path, const std::function<boo
   long code = 0;
   curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &code);
   if (code != 0 && (code < 200 || code >= 300)) {
+    if (code == 401 && config_.exec) ForgetExecToken();  // the next watch asks the plugin again
     return StatusFromResponse(HttpResponse{code, ctx.error_body}, "GET " + path);
   }
   if (rc != CURLE_OK) {

@@ -115,6 +115,8 @@ class KubeClient {
   struct Handle;
   std::unique_ptr<Handle> TakeHandle();
   void ReturnHandle(std::unique_ptr<Handle> h);
+  absl::StatusOr<HttpResponse> DoOnce(const std::string& method, const std::string& path, const std::string& body,
+                                      const std::string& content_type);
   std::string BearerToken();
   void Prepare(CURL* c, const std::string& method, const std::string& path, curl_slist** headers,
                const std::string& content_type);
@@ -127,6 +129,11 @@ class KubeClient {
   std::vector<std::unique_ptr<Handle>> pool_;  // guarded by mu_
   std::string token_;                          // guarded by mu_
   Time token_read_{};                          // guarded by mu_
+  // Exec credential plugin: the token it gave and until when; run again when it is near expiry or after a 401.
+  std::mutex exec_mu_;
+  std::string exec_token_;                     // guarded by exec_mu_
+  std::optional<Time> exec_expiry_;            // guarded by exec_mu_
+  void ForgetExecToken();
 };
 
 // Reflector-style list+watch of one collection, on its own thread, until destroyed.

@@ -140,12 +140,38 @@ absl::StatusOr<KubeConfig> ParseKubeconfig(const std::string& yaml, const std::s
     c.token = Str(user, "token");
     std::string tf = Str(user, "tokenFile");
     if (!tf.empty()) c.token_file = Resolve(base_dir, tf);
-    if (user["exec"] || user["auth-provider"]) {
-      if (c.token.empty() && c.token_file.empty() && c.client_cert_pem.empty()) {
-        return absl::UnimplementedError(absl::StrCat(
-            "kubeconfig: ", where, " uses an exec/auth-provider plugin, which is not supported; use a client "
-            "certificate, a token or a tokenFile (e.g. a ServiceAccount token)"));
+    if (const YAML::Node exec = user["exec"]; exec && exec.IsMap()) {
+      ExecPlugin p;
+      p.command = Str(exec, "command");
+      if (p.command.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat("kubeconfig: ", where, ".exec has no command"));
       }
+      // Like kubectl: a relative path with a separator is relative to the kubeconfig's folder; a bare name is
+      // looked up on PATH.
+      if (p.command.find('/') != std::string::npos && p.command[0] != '/' && !base_dir.empty()) {
+        p.command = base_dir + "/" + p.command;
+      }
+      if (exec["args"] && exec["args"].IsSequence()) {
+        for (const auto& a : exec["args"]) p.args.push_back(a.as<std::string>());
+      }
+      if (exec["env"] && exec["env"].IsSequence()) {
+        for (const auto& e : exec["env"]) p.env.emplace_back(Str(e, "name"), Str(e, "value"));
+      }
+      std::string v = Str(exec, "apiVersion");
+      if (!v.empty()) p.api_version = v;
+      if (p.api_version != "client.authentication.k8s.io/v1" &&
+          p.api_version != "client.authentication.k8s.io/v1beta1") {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "kubeconfig: ", where, ".exec.apiVersion \"", p.api_version,
+            "\" is not supported: use client.authentication.k8s.io/v1 or v1beta1"));
+      }
+      p.install_hint = Str(exec, "installHint");
+      c.exec = std::move(p);
+    }
+    if (user["auth-provider"] && c.token.empty() && c.token_file.empty() && c.client_cert_pem.empty() && !c.exec) {
+      return absl::UnimplementedError(absl::StrCat(
+          "kubeconfig: ", where, " uses an auth-provider (removed from kubectl since 1.26), which is not "
+          "supported; use an exec credential plugin, a client certificate, a token or a tokenFile"));
     }
   }
   return c;

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "kube/exec_credential.h"
 
 namespace falcon::kube {
 
@@ -18,6 +20,7 @@ struct KubeConfig {
   std::string client_key_pem;
   std::string token;                // static bearer token
   std::string token_file;           // bearer token re-read as it rotates (in-cluster, tokenFile)
+  std::optional<ExecPlugin> exec;   // users[].user.exec: a token from a credential plugin, renewed as it expires
   std::string namespace_ = "default";  // the context's namespace (or the Pod's namespace in-cluster)
 };
 
