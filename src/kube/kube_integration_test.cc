@@ -349,6 +349,41 @@ TEST_F(KubeTest, FollowLogsAndDeleteWithGrace) {
   EXPECT_EQ(rt.Delete("falcon-analysis-long1", 1).code(), absl::StatusCode::kNotFound);
 }
 
+// While a watch runs, Get answers from the Pods it delivered: with a client limited to 1 request per
+// second, 50 Gets of a watched Pod take no time; a Pod the watch has not delivered is read from the API;
+// once the watch stops, Get reads the API again.
+TEST_F(KubeTest, GetAnswersFromTheWatchWhileItRuns) {
+  auto cfg = LoadKubeconfig(g_cp->kubeconfig());
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  ClientOptions slow;
+  slow.qps = 1;
+  slow.burst = 2;
+  KubeClient client(*cfg, clock_, slow);
+  KubernetesRuntime rt(client, clock_, RtOpts(ns_));
+  auto spec = ShSpec("cached1", "true");
+  spec.annotations["falcon.dev/fake-kubelet"] = "ignore";
+  KubernetesRuntime fast(admin(), clock_, RtOpts(ns_));
+  ASSERT_TRUE(fast.Create(spec).ok());
+  std::atomic<bool> seen{false};
+  auto watch = rt.Watch({{runtime::kAnalysisIdLabel, "cached1"}}, [&](const runtime::PodEvent& e) {
+    if (e.pod.name == "falcon-analysis-cached1") seen = true;
+  });
+  ASSERT_TRUE(WaitFor([&] { return seen.load(); }, 30s));
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 50; ++i) {
+    auto s = rt.Get("falcon-analysis-cached1");
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->phase, runtime::PodPhase::kPending);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "50 Gets at 1 QPS: not answered from the watch";
+  EXPECT_EQ(rt.Get("falcon-analysis-unwatched").status().code(), absl::StatusCode::kNotFound);
+  watch.reset();
+  // Without the watch every Get is a request again: the 1 QPS limiter makes 4 of them take about 3 s.
+  t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(rt.Get("falcon-analysis-cached1").ok());
+  EXPECT_GT(std::chrono::steady_clock::now() - t0, 1500ms) << "Get still answered from a stopped watch";
+}
+
 TEST_F(KubeTest, StatusMappingOfWrittenStatuses) {
   // Write the status a real kubelet would for eviction, OOM and image pulls; the fake kubelet leaves these
   // Pods alone.
