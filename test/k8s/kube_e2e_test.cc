@@ -6,13 +6,9 @@
 //
 // One control plane per test process (ctest runs each test in its own process); one namespace, labelled
 // pod-security enforce=restricted, per test. Every process started here is stopped at the end of its test.
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,6 +28,7 @@
 #include "common/clock.h"
 #include "controller/api_client.h"
 #include "kube/kube_test_env.h"
+#include "support/process.h"
 
 namespace {
 
@@ -39,89 +36,13 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using falcon::kube::testing::ControlPlane;
 using namespace std::chrono_literals;
+using falcon::testsupport::FreePort;
+using falcon::testsupport::Process;
+using falcon::testsupport::ReadFile;
+using falcon::testsupport::WaitFor;
 
 const std::string kBin = FALCON_BIN_DIR;
 const std::string kSource = FALCON_SOURCE_DIR;
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  int port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-std::string ReadFile(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A child process with stdout+stderr appended to a log file.
-class Process {
- public:
-  Process(std::vector<std::string> argv, fs::path log) : argv_(std::move(argv)), log_(std::move(log)) {
-    pid_ = fork();
-    if (pid_ == 0) {
-      setpgid(0, 0);
-      int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> args;
-      for (auto& a : argv_) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-  }
-  ~Process() { Stop(); }
-  pid_t pid() const { return pid_; }
-  void Signal(int sig) {
-    if (pid_ > 0) kill(pid_, sig);
-  }
-  void Kill9() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-      pid_ = -1;
-    }
-  }
-  void Stop() {
-    if (pid_ <= 0) return;
-    kill(pid_, SIGTERM);
-    kill(pid_, SIGCONT);  // a paused process handles SIGTERM only once it runs again
-    for (int i = 0; i < 100; ++i) {
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return;
-      }
-      std::this_thread::sleep_for(100ms);
-    }
-    Kill9();
-  }
-  std::string Log() { return ReadFile(log_); }
-
- private:
-  std::vector<std::string> argv_;
-  fs::path log_;
-  pid_t pid_ = -1;
-};
-
-bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return pred();
-}
 
 int Count(const std::string& hay, const std::string& needle) {
   int n = 0;
