@@ -41,7 +41,7 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   std::string log_format = "text";
   int http_threads = 16;
-  double controller_retry_seconds = 10;
+  double controller_retry_seconds = 20;  // longer than the controllers' Lease (15 s): rides a failover
   double drain_seconds = 20;
   app.add_option("--db", db_url, "database: sqlite:///PATH (embedded) or mysql://user:pass@host:port/db")
       ->envname("FALCON_DB")

@@ -124,7 +124,13 @@ grpc::Status FalconApiService::CreateAnalysisRecord(grpc::ServerContext* ctx,
       return exp.status();
     }
     Time now = clock_.Now();
-    r.set_analysis_id(NewUuidV7(clock_, random_));
+    const bool proposed = !r.analysis_id().empty();
+    if (proposed && !IsCanonicalUuid(r.analysis_id())) {
+      return absl::InvalidArgumentError(
+          "record.analysis_id \"" + r.analysis_id() +
+          "\" is not a lower-case UUID (e.g. 0192f3c4-5d6e-7abc-8def-0123456789ab); leave it empty to get one");
+    }
+    if (!proposed) r.set_analysis_id(NewUuidV7(clock_, random_));
     r.set_status(api::v1::ANALYSIS_STATUS_PENDING);
     r.clear_error_message();
     if (r.name().empty()) r.set_name(!r.plugin_name().empty() ? r.plugin_name() : "command");
@@ -134,7 +140,18 @@ grpc::Status FalconApiService::CreateAnalysisRecord(grpc::ServerContext* ctx,
     }
     *r.mutable_created_at() = ToProto(now);
     *r.mutable_updated_at() = ToProto(now);
-    FALCON_RETURN_IF_ERROR(store_.CreateAnalysisRecord(r));
+    absl::Status created = store_.CreateAnalysisRecord(r);
+    if (absl::IsAlreadyExists(created) && proposed) {
+      // A retry of a create that already happened (the first attempt's answer was lost): the same analysis.
+      auto existing = store_.GetAnalysisRecord(r.analysis_id());
+      if (existing.ok() && existing->exp_id() == r.exp_id() &&
+          existing->analysis_type() == r.analysis_type()) {
+        resp->set_analysis_id(existing->analysis_id());
+        *resp->mutable_record() = std::move(*existing);
+        return absl::OkStatus();
+      }
+    }
+    FALCON_RETURN_IF_ERROR(created);
     resp->set_analysis_id(r.analysis_id());
     *resp->mutable_record() = std::move(r);
     return absl::OkStatus();

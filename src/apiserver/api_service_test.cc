@@ -201,6 +201,34 @@ TEST_F(ApiserverGrpcTest, SecondOfflineRecordForAnArtifactIsAlreadyExists) {
   EXPECT_EQ(Create(r, &resp).error_code(), grpc::StatusCode::ALREADY_EXISTS);
 }
 
+TEST_F(ApiserverGrpcTest, AProposedIdMakesCreateIdempotent) {
+  AnalysisRecord r = Online();
+  const std::string id = "0192f3c4-5d6e-7abc-8def-0123456789ab";
+  r.set_analysis_id(id);
+  CreateAnalysisRecordResponse first, again;
+  ASSERT_TRUE(Create(r, &first).ok());
+  EXPECT_EQ(first.analysis_id(), id);
+  // The retry of a create whose answer was lost: the same analysis, not a second one.
+  grpc::Status s = Create(r, &again);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(again.analysis_id(), id);
+  EXPECT_EQ(again.record().status(), ANALYSIS_STATUS_PENDING);
+  auto page = store_->ListAnalysisRecords({});
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->records.size(), 1u);
+
+  // The same id for another Exp is a conflict, and an id that is not a lower-case UUID is refused.
+  AddExp("e2", EXP_STATUS_RUNNING);
+  AnalysisRecord other = Online("e2");
+  other.set_analysis_id(id);
+  EXPECT_EQ(Create(other, &again).error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  AnalysisRecord upper = Online();
+  upper.set_analysis_id("0192F3C4-5D6E-7ABC-8DEF-0123456789AB");
+  s = Create(upper, &again);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("lower-case UUID"), std::string::npos) << s.error_message();
+}
+
 TEST_F(ApiserverGrpcTest, UnknownIdsAreNotFound) {
   const std::string id = "01900000-0000-7000-8000-000000000000";
   {

@@ -48,9 +48,11 @@ template <typename Req, typename Resp>
 absl::StatusOr<Resp> ControllerClient::Call(const char* method,
                                             grpc::Status (Stub::*fn)(grpc::ClientContext*, const Req&,
                                                                      Resp*),
-                                            const Req& req) {
+                                            const Req& req, bool idempotent) {
   const Time give_up = clock_.Now() + options_.retry_budget;
   std::vector<std::string> last_error(addresses_.size());
+  std::vector<bool> hung(addresses_.size(), false);  // no answer within call_timeout during this call
+  size_t hung_count = 0;
   auto backoff = options_.initial_backoff;
   size_t start;
   {
@@ -60,10 +62,24 @@ absl::StatusOr<Resp> ControllerClient::Call(const char* method,
   for (int round = 0;; ++round) {
     for (size_t k = 0; k < addresses_.size(); ++k) {
       size_t i = (start + k) % addresses_.size();
+      if (hung[i] && hung_count < addresses_.size()) continue;  // unless every replica hung
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
       Resp resp;
       grpc::Status s = ((*stubs_[i]).*fn)(&ctx, req, &resp);
+      if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && idempotent && addresses_.size() > 1) {
+        // Connected but no answer: a hung or paused replica (perhaps a leader about to be replaced).
+        const double secs = options_.call_timeout.count() / 1000.0;
+        last_error[i] = fmt::format("no answer within {:.1f} s", secs);
+        spdlog::warn("controller {} did not answer {} within {:.1f} s; trying the other replicas",
+                     addresses_[i], method, secs);
+        if (!hung[i]) {
+          hung[i] = true;
+          ++hung_count;
+        }
+        if (clock_.Now() >= give_up) break;
+        continue;
+      }
       if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
         {
           std::lock_guard<std::mutex> l(mu_);
@@ -93,7 +109,7 @@ absl::StatusOr<Resp> ControllerClient::Call(const char* method,
 }
 
 absl::StatusOr<CreateAnalysisResponse> ControllerClient::CreateAnalysis(const CreateAnalysisRequest& req) {
-  return Call("CreateAnalysis", &Stub::CreateAnalysis, req);
+  return Call("CreateAnalysis", &Stub::CreateAnalysis, req, /*idempotent=*/!req.analysis_id().empty());
 }
 absl::StatusOr<CancelAnalysisResponse> ControllerClient::CancelAnalysis(const CancelAnalysisRequest& req) {
   return Call("CancelAnalysis", &Stub::CancelAnalysis, req);

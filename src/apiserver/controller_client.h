@@ -2,14 +2,18 @@
 // replicas ("host:port,host:port"). Only the leader replica serves; a standby (or a replica that is down)
 // answers UNAVAILABLE, so each call goes to the replica that accepts it:
 //   - the addresses are tried in turn, starting with the one that answered last;
-//   - UNAVAILABLE moves on to the next address; after a full round of UNAVAILABLE the client sleeps (capped
-//     exponential backoff on the injected Clock) and tries again, for at most `retry_budget` in total;
+//   - UNAVAILABLE moves on to the next address; after a full round without an answer the client sleeps
+//     (capped exponential backoff on the injected Clock) and tries again, for at most `retry_budget` in total;
+//   - a replica that does not answer within `call_timeout` (a hung or paused process: the connection is up
+//     but nothing comes back) is left out of the rest of the call's rounds while another replica remains,
+//     and the call moves on — but only for idempotent calls: Cancel, Delete, GetAnalysisLogs, the plugin
+//     reads, and CreateAnalysis with a proposed analysis_id (falcon-apiserver always proposes one). A
+//     CreateAnalysis without one gets DEADLINE_EXCEEDED back;
 //   - any other status — OK or an error of the controller (NOT_FOUND, INVALID_ARGUMENT, ...) — is returned
 //     unchanged;
 //   - when no replica accepted the call within the budget: UNAVAILABLE naming every address tried and the
 //     last error seen at each.
-// Only UNAVAILABLE is retried: the controller guarantees that it did nothing then, so retrying even
-// CreateAnalysis is safe. Thread-safe.
+// UNAVAILABLE is always retried: the controller guarantees that it did nothing then. Thread-safe.
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -29,11 +33,12 @@
 namespace falcon::apiserver {
 
 struct ControllerClientOptions {
-  std::chrono::milliseconds retry_budget{10'000};
+  // Longer than the controllers' default Lease duration (15 s), so a call rides through a leader failover.
+  std::chrono::milliseconds retry_budget{20'000};
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{1'000};
-  // Deadline of one attempt at one replica.
-  std::chrono::milliseconds call_timeout{30'000};
+  // Deadline of one attempt at one replica (a controller answers in milliseconds; this catches a hung one).
+  std::chrono::milliseconds call_timeout{5'000};
 };
 
 class ControllerClient {
@@ -66,7 +71,7 @@ class ControllerClient {
   template <typename Req, typename Resp>
   absl::StatusOr<Resp> Call(const char* method,
                             grpc::Status (Stub::*fn)(grpc::ClientContext*, const Req&, Resp*),
-                            const Req& req);
+                            const Req& req, bool idempotent = true);
 
   const std::vector<std::string> addresses_;
   const ControllerClientOptions options_;

@@ -441,6 +441,14 @@ void HttpServer::RegisterRoutes() {
       return absl::InvalidArgumentError("give a plugin_name or a command (or both)");
     }
     FALCON_RETURN_IF_ERROR(ValidateScriptSize(create.script_content().size()));
+    // The id is fixed here, before forwarding, so that retrying at another replica (a call whose answer was
+    // lost, a leader that hung) creates one analysis, not two. A client may propose its own.
+    if (create.analysis_id().empty()) {
+      create.set_analysis_id(NewUuidV7(clock_, random_));
+    } else if (!IsCanonicalUuid(create.analysis_id())) {
+      return absl::InvalidArgumentError("analysis_id \"" + create.analysis_id() +
+                                        "\" is not a lower-case UUID; leave it out to get one");
+    }
     auto exp = store_.GetExp(create.exp_id());
     if (exp.status().code() == absl::StatusCode::kNotFound) {
       return absl::NotFoundError("exp \"" + create.exp_id() + "\" does not exist; register it first");

@@ -43,7 +43,7 @@ class FakeController final : public AnalyzerControllerService::Service {
     }
     last_create = *req;
     AnalysisRecord r;
-    r.set_analysis_id(NewUuidV7(clock_, random_));
+    r.set_analysis_id(req->analysis_id().empty() ? NewUuidV7(clock_, random_) : req->analysis_id());
     r.set_exp_id(req->exp_id());
     r.set_name(req->name());
     r.set_analysis_type(req->analysis_type());
@@ -133,6 +133,18 @@ class StandbyController final : public AnalyzerControllerService::Service {
   std::atomic<int> calls{0};
 };
 
+// A leader that has hung (a paused process, a stuck thread): it accepts calls and answers only much later.
+class HungController final : public AnalyzerControllerService::Service {
+ public:
+  grpc::Status CreateAnalysis(grpc::ServerContext*, const CreateAnalysisRequest*,
+                              CreateAnalysisResponse*) override {
+    ++calls;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "lease epoch is stale");
+  }
+  std::atomic<int> calls{0};
+};
+
 std::unique_ptr<grpc::Server> Serve(grpc::Service* service, int* port) {
   grpc::ServerBuilder b;
   b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
@@ -176,9 +188,11 @@ class ApiserverHttpTest : public ::testing::Test {
 
   // Starts the HTTP server forwarding to `controller_addrs`.
   void StartHttp(const std::string& controller_addrs, std::chrono::milliseconds budget,
-                 HttpServerOptions options = {}) {
+                 HttpServerOptions options = {},
+                 std::chrono::milliseconds call_timeout = ControllerClientOptions().call_timeout) {
     ControllerClientOptions copts;
     copts.retry_budget = budget;
+    copts.call_timeout = call_timeout;
     copts.initial_backoff = std::chrono::milliseconds(20);
     copts.max_backoff = std::chrono::milliseconds(100);
     auto c = ControllerClient::Create(controller_addrs, copts, system_clock_, metrics_);
@@ -432,6 +446,39 @@ TEST_F(ApiserverHttpTest, AnalysesAreForwardedToTheReplicaThatAccepts) {
   ASSERT_EQ(dcode, 200) << deleted;
   EXPECT_TRUE(fake_->last_delete.purge_gcs());
   ExpectError(Do("GET", "/v1/analyses/" + id), 404, "NOT_FOUND");
+}
+
+TEST_F(ApiserverHttpTest, AHungReplicaIsPassedOverWithTheSameAnalysisId) {
+  HungController hung;
+  int hung_port = 0;
+  auto hung_server = Serve(&hung, &hung_port);
+  ASSERT_TRUE(hung_server);
+  StartHttp("127.0.0.1:" + std::to_string(hung_port) + ",127.0.0.1:" + std::to_string(fake_port_),
+            std::chrono::seconds(5), {}, std::chrono::milliseconds(300));
+  CreateExp("e1");
+  auto start = std::chrono::steady_clock::now();
+  auto [code, created] = Do("POST", "/v1/analyses", R"({"exp_id": "e1", "command": "ls"})");
+  auto took = std::chrono::steady_clock::now() - start;
+  ASSERT_EQ(code, 201) << created;
+  EXPECT_EQ(hung.calls.load(), 1);
+  EXPECT_LT(took, std::chrono::milliseconds(1400)) << "did not wait for the hung replica's answer";
+  // Both replicas were sent the id falcon-apiserver chose, so the hung one cannot create a second analysis.
+  EXPECT_EQ(created["analysis_id"], fake_->last_create.analysis_id());
+  EXPECT_EQ(fake_->last_create.analysis_id().size(), 36u);
+  // The next call goes to the replica that answered.
+  auto [code2, created2] = Do("POST", "/v1/analyses", R"({"exp_id": "e1", "command": "ls"})");
+  ASSERT_EQ(code2, 201) << created2;
+  EXPECT_EQ(hung.calls.load(), 1);
+  EXPECT_NE(created2["analysis_id"], created["analysis_id"]);
+  // A client may propose its own id; a malformed one is refused before forwarding.
+  const std::string mine = "0192f3c4-5d6e-7abc-8def-0123456789ab";
+  auto [code3, created3] =
+      Do("POST", "/v1/analyses", json{{"exp_id", "e1"}, {"command", "ls"}, {"analysis_id", mine}}.dump());
+  ASSERT_EQ(code3, 201) << created3;
+  EXPECT_EQ(created3["analysis_id"], mine);
+  ExpectError(Do("POST", "/v1/analyses", R"({"exp_id": "e1", "command": "ls", "analysis_id": "x"})"), 400,
+              "INVALID_ARGUMENT", "lower-case UUID");
+  hung_server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(3));
 }
 
 TEST_F(ApiserverHttpTest, NoControllerIs503NamingTheAddress) {

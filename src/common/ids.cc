@@ -24,6 +24,19 @@ std::string NewUuidV7(Clock& clock, Random& random) {
   return out;
 }
 
+bool IsCanonicalUuid(const std::string& s) {
+  if (s.size() != 36) return false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (i == 8 || i == 13 || i == 18 || i == 23) {
+      if (c != '-') return false;
+    } else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 std::string PodNameForAnalysis(const std::string& analysis_id) {
   std::string name = "falcon-analysis-";
   for (char c : analysis_id) {

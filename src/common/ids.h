@@ -11,6 +11,9 @@ namespace falcon {
 // Lexicographic order follows creation time (at millisecond resolution).
 std::string NewUuidV7(Clock& clock, Random& random);
 
+// True for a UUID in its canonical lower-case text form (8-4-4-4-12 hex digits), the form of analysis ids.
+bool IsCanonicalUuid(const std::string& s);
+
 // The Pod name for an analysis: "falcon-analysis-" + the id, lower-case, so creating it twice collides.
 std::string PodNameForAnalysis(const std::string& analysis_id);
 

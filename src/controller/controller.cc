@@ -882,6 +882,7 @@ absl::StatusOr<std::string> Controller::CreateAnalysis(const analyzerv1::CreateA
   if (has_override) FALCON_RETURN_IF_ERROR(ValidateResources(req.resource_override()));
 
   AnalysisRecord rec;
+  rec.set_analysis_id(req.analysis_id());  // a proposed id makes a retried create return the same analysis
   std::string name = req.name();
   if (name.empty()) name = plugin != nullptr ? plugin->name() : req.command().substr(0, 64);
   rec.set_name(name);
