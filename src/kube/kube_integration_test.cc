@@ -2,6 +2,7 @@
 // fake kubelet that runs Pods as local processes), started by test/k8s/control-plane.sh.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
@@ -485,6 +486,57 @@ TEST_F(KubeTest, LeaseElectionTakeoverAndRelease) {
 // deploy/kubernetes/ against the real apiserver: server-side dry-run of everything, then the RBAC for real,
 // checked as the controller's ServiceAccount (with a real token from the TokenRequest API, and by
 // impersonation).
+
+// A kubeconfig whose user is an exec credential plugin (as gcloud, aws or kubelogin write them): the plugin
+// prints a real ServiceAccount token, and the API server says who the client is.
+TEST_F(KubeTest, ExecCredentialPluginAuthenticatesTheClient) {
+  ASSERT_TRUE(admin().Post("/api/v1/namespaces/" + ns_ + "/serviceaccounts",
+                           {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", {{"name", "exec-user"}}}})
+                  .ok());
+  auto tr = admin().Post("/api/v1/namespaces/" + ns_ + "/serviceaccounts/exec-user/token",
+                         {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"},
+                          {"spec", {{"expirationSeconds", 3600}}}});
+  ASSERT_TRUE(tr.ok()) << tr.status();
+  char tmpl[] = "/tmp/falcon-exec-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  {
+    std::ofstream f(dir + "/token");
+    f << (*tr)["status"]["token"].get<std::string>();
+    std::ofstream p(dir + "/get-token");
+    p << "#!/bin/sh\necho run >> \"$(dirname \"$0\")/runs\"\n"
+         "printf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":\"ExecCredential\","
+         "\"status\":{\"token\":\"%s\"}}' \"$(cat \"$(dirname \"$0\")/token\")\"\n";
+  }
+  std::filesystem::permissions(dir + "/get-token", std::filesystem::perms::owner_all);
+  // The admin kubeconfig's cluster, with the plugin as its user (a relative command: next to the file).
+  const auto admin_cfg = *LoadKubeconfig(g_cp->kubeconfig());
+  std::ofstream(dir + "/ca.crt") << admin_cfg.ca_pem;
+  {
+    std::ofstream f(dir + "/kubeconfig");
+    f << "apiVersion: v1\nkind: Config\ncurrent-context: exec\nclusters:\n- name: test\n  cluster:\n"
+      << "    server: " << admin_cfg.server << "\n    certificate-authority: ca.crt\n"
+      << "contexts:\n- name: exec\n  context: {cluster: test, user: plugin, namespace: " << ns_ << "}\n"
+      << "users:\n- name: plugin\n  user:\n    exec:\n      apiVersion: client.authentication.k8s.io/v1\n"
+      << "      command: ./get-token\n      interactiveMode: Never\n";
+  }
+  auto cfg = LoadKubeconfig(dir + "/kubeconfig");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  ASSERT_TRUE(cfg->exec.has_value());
+  SystemClock clock;
+  KubeClient client(*cfg, clock);
+  auto who = client.Post("/apis/authentication.k8s.io/v1/selfsubjectreviews",
+                         {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "SelfSubjectReview"}});
+  ASSERT_TRUE(who.ok()) << who.status();
+  EXPECT_EQ((*who)["status"]["userInfo"]["username"], "system:serviceaccount:" + ns_ + ":exec-user") << *who;
+  // Authenticated, and only as that ServiceAccount: it has no RBAC here.
+  auto pods = client.Get("/api/v1/namespaces/" + ns_ + "/pods");
+  EXPECT_EQ(pods.status().code(), absl::StatusCode::kPermissionDenied) << pods.status();
+  std::ifstream runs(dir + "/runs");
+  std::string all((std::istreambuf_iterator<char>(runs)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(std::count(all.begin(), all.end(), '\n'), 1) << "the token is cached (it has no expiry)";
+  std::filesystem::remove_all(dir);
+}
 
 TEST(DeployManifestsTest, ApplyAndRbacIsLeastPrivilege) {
   ASSERT_NE(g_cp, nullptr);
