@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/falcon_system.h"
 #include "support/process.h"
 
 namespace {
@@ -24,20 +25,15 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
-using falcon::testsupport::FreePort;
-using falcon::testsupport::Process;
+using falcon::testsupport::Count;
+using falcon::testsupport::FalconSystem;
 using falcon::testsupport::ReadFile;
 using falcon::testsupport::WaitFor;
 using falcon::testsupport::WriteFile;
 
 const std::string kBin = FALCON_BIN_DIR;
 
-struct ControllerProc {
-  int grpc_port = 0, http_port = 0;
-  std::unique_ptr<Process> proc;
-};
-
-class E2E : public ::testing::Test {
+class E2E : public ::testing::Test, protected FalconSystem {
  protected:
   void SetUp() override {
     char tmpl[] = "/tmp/falcon-e2e-XXXXXX";
@@ -47,10 +43,10 @@ class E2E : public ::testing::Test {
     fs::create_directories(objects_);
     fs::create_directories(state_);
     fs::permissions(dir_, fs::perms::all);  // Pods may run as an unprivileged user
+    runtime_flags_ = {"--runtime=local", "--state-dir=" + state_.string(), "--poll-interval=0.5"};
   }
   void TearDown() override {
-    controllers_.clear();
-    apiserver_.reset();
+    StopSystem();
     // Stop every local Pod that is still running.
     if (fs::exists(state_ / "pods")) {
       for (const auto& p : fs::directory_iterator(state_ / "pods")) {
@@ -74,134 +70,8 @@ class E2E : public ::testing::Test {
     return out;
   }
 
-  // Starts the API server pointing at `n` controller ports chosen now.
-  void StartSystem(int n_controllers, std::vector<std::string> controller_flags) {
-    http_port_ = FreePort();
-    api_grpc_port_ = FreePort();
-    std::string addrs;
-    std::vector<std::pair<int, int>> ports;
-    for (int i = 0; i < n_controllers; ++i) {
-      ports.push_back({FreePort(), FreePort()});
-      addrs += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(ports.back().first);
-    }
-    apiserver_ = std::make_unique<Process>(
-        std::vector<std::string>{kBin + "/falcon-apiserver", "--db=sqlite://" + (dir_ / "falcon.db").string(),
-                                 "--http-listen=127.0.0.1:" + std::to_string(http_port_),
-                                 "--grpc-listen=127.0.0.1:" + std::to_string(api_grpc_port_),
-                                 "--controller-addr=" + addrs, "--object-store=file://" + objects_.string()},
-        dir_ / "apiserver.log");
-    ASSERT_TRUE(WaitFor([&] { return HttpStatus(http_port_, "/readyz") == 200; }, 30s))
-        << "API server not ready:\n" << apiserver_->Log();
-    flags_ = controller_flags;
-    for (int i = 0; i < n_controllers; ++i) {
-      ControllerProc c;
-      c.grpc_port = ports[i].first;
-      c.http_port = ports[i].second;
-      controllers_.push_back(std::move(c));
-      StartController(i);
-    }
-  }
-
-  void StartController(int i) {
-    auto& c = controllers_[i];
-    std::vector<std::string> argv = {kBin + "/analyzer-controller",
-                                     "--api-server=127.0.0.1:" + std::to_string(api_grpc_port_),
-                                     "--grpc-listen=127.0.0.1:" + std::to_string(c.grpc_port),
-                                     "--http-listen=127.0.0.1:" + std::to_string(c.http_port),
-                                     "--runtime=local",
-                                     "--state-dir=" + state_.string(),
-                                     "--object-store=file://" + objects_.string(),
-                                     "--poll-interval=0.5",
-                                     "--resync-interval=1",
-                                     "--log-upload-interval=1",
-                                     "--identity=c" + std::to_string(i)};
-    argv.insert(argv.end(), flags_.begin(), flags_.end());
-    c.proc = std::make_unique<Process>(argv, dir_ / ("controller" + std::to_string(i) + ".log"));
-  }
-
-  void WaitReady(int i) {
-    ASSERT_TRUE(WaitFor([&] { return HttpStatus(controllers_[i].http_port, "/readyz") == 200; }, 30s))
-        << "controller " << i << " not ready:\n" << controllers_[i].proc->Log();
-  }
-
-  int HttpStatus(int port, const std::string& path) {
-    httplib::Client cli("127.0.0.1", port);
-    cli.set_connection_timeout(1);
-    auto r = cli.Get(path.c_str());
-    return r ? r->status : -1;
-  }
-
-  json Call(const std::string& method, const std::string& path, const json& body = nullptr, int* status = nullptr,
-            std::string* raw = nullptr) {
-    httplib::Client cli("127.0.0.1", http_port_);
-    cli.set_read_timeout(60);
-    httplib::Result r = method == "GET"    ? cli.Get(path.c_str())
-                        : method == "POST" ? cli.Post(path.c_str(), body.is_null() ? "" : body.dump(), "application/json")
-                        : method == "PATCH" ? cli.Patch(path.c_str(), body.dump(), "application/json")
-                                            : cli.Delete(path.c_str());
-    if (!r) {
-      if (status) *status = -1;
-      return nullptr;
-    }
-    if (status) *status = r->status;
-    if (raw) *raw = r->body;
-    return json::parse(r->body, nullptr, false);
-  }
-
-  void CreateExp(const std::string& id, const std::string& status = "completed") {
-    int st;
-    Call("POST", "/v1/exps", {{"exp_id", id}, {"name", id}, {"status", status}}, &st);
-    ASSERT_EQ(st, 201);
-  }
-  std::string AddArtifact(const std::string& exp, const std::string& type, const fs::path& file) {
-    int st;
-    json j = Call("POST", "/v1/exps/" + exp + "/artifacts", {{"artifact_type", type}, {"uri", "file://" + file.string()}}, &st);
-    EXPECT_EQ(st, 201) << j.dump();
-    return j.value("artifact_id", "");
-  }
-
-  std::string Submit(const json& body) {
-    int st;
-    json j = Call("POST", "/v1/analyses", body, &st);
-    EXPECT_EQ(st, 201) << j.dump();
-    return j.is_object() ? j.value("analysis_id", "") : "";
-  }
-  std::string Command(const std::string& exp, const std::string& cmd) {
-    return Submit({{"exp_id", exp}, {"analysis_type", "online"}, {"command", cmd}});
-  }
-  json Get(const std::string& id) { return Call("GET", "/v1/analyses/" + id); }
-  std::string Status(const std::string& id) {
-    json j = Get(id);
-    return j.is_object() ? j.value("status", "") : "";
-  }
-  static bool Terminal(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
-  bool WaitStatus(const std::string& id, const std::string& want, std::chrono::milliseconds t = 60s) {
-    return WaitFor([&] { return Status(id) == want; }, t);
-  }
-  std::string Logs(const std::string& id) {
-    std::string raw;
-    int st;
-    Call("GET", "/v1/analyses/" + id + "/logs", nullptr, &st, &raw);
-    return raw;
-  }
   fs::path ResultDir(const std::string& exp, const std::string& id) { return objects_ / "analysis" / exp / id; }
-  std::string PodName(const std::string& id) { return "falcon-analysis-" + id; }
-  std::string AllControllerLogs() {
-    std::string s;
-    for (auto& c : controllers_) s += c.proc->Log();
-    return s;
-  }
-  static int Count(const std::string& hay, const std::string& needle) {
-    int n = 0;
-    for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
-    return n;
-  }
-
-  fs::path dir_, state_, objects_;
-  int http_port_ = 0, api_grpc_port_ = 0;
-  std::vector<std::string> flags_;
-  std::unique_ptr<Process> apiserver_;
-  std::vector<ControllerProc> controllers_;
+  fs::path state_;
 };
 
 TEST_F(E2E, OfflineAnalysesRunOncePerArtifact) {

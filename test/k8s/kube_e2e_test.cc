@@ -28,6 +28,7 @@
 #include "common/clock.h"
 #include "controller/api_client.h"
 #include "kube/kube_test_env.h"
+#include "support/falcon_system.h"
 #include "support/process.h"
 
 namespace {
@@ -36,30 +37,19 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using falcon::kube::testing::ControlPlane;
 using namespace std::chrono_literals;
-using falcon::testsupport::FreePort;
-using falcon::testsupport::Process;
+using falcon::testsupport::Count;
+using falcon::testsupport::FalconSystem;
 using falcon::testsupport::ReadFile;
 using falcon::testsupport::WaitFor;
 
 const std::string kBin = FALCON_BIN_DIR;
 const std::string kSource = FALCON_SOURCE_DIR;
 
-int Count(const std::string& hay, const std::string& needle) {
-  int n = 0;
-  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
-  return n;
-}
-
-struct ControllerProc {
-  int grpc_port = 0, http_port = 0;
-  std::unique_ptr<Process> proc;
-};
-
 // Lease timings of the leader-election tests (seconds): a standby takes over within kLeaseDuration of the
 // leader's last renewal.
 constexpr double kLeaseDuration = 3, kRenewDeadline = 2, kRetryPeriod = 0.5;
 
-class KubeE2E : public ::testing::Test {
+class KubeE2E : public ::testing::Test, protected FalconSystem {
  protected:
   static void SetUpTestSuite() {
     // The fake kubelet runs `falcon-runner` (and, through it, the plugins) from the build.
@@ -82,11 +72,12 @@ class KubeE2E : public ::testing::Test {
     ns_ = cp_->NewNamespace("e2e");
     ASSERT_FALSE(ns_.empty()) << "cannot create a namespace";
     ASSERT_NO_FATAL_FAILURE(WriteServiceAccountKubeconfig());
+    runtime_flags_ = {"--runtime=kubernetes", "--kubeconfig=" + kubeconfig_.string(), "--namespace=" + ns_,
+                      "--analysis-image=falcon-analyzer:test"};
   }
 
   void TearDown() override {
-    controllers_.clear();
-    apiserver_.reset();
+    StopSystem();
     // Pods of this test (the fake kubelet kills their processes on delete).
     std::string out;
     cp_->Kubectl("delete pods --all -n " + ns_ + " --grace-period=0 --wait=false", &out);
@@ -123,114 +114,11 @@ class KubeE2E : public ::testing::Test {
                                << "current-context: test\n";
   }
 
-  void StartSystem(int n_controllers, std::vector<std::string> controller_flags) {
-    http_port_ = FreePort();
-    api_grpc_port_ = FreePort();
-    std::string addrs;
-    std::vector<std::pair<int, int>> ports;
-    for (int i = 0; i < n_controllers; ++i) {
-      ports.push_back({FreePort(), FreePort()});
-      addrs += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(ports.back().first);
-    }
-    apiserver_ = std::make_unique<Process>(
-        std::vector<std::string>{kBin + "/falcon-apiserver", "--db=sqlite://" + (dir_ / "falcon.db").string(),
-                                 "--http-listen=127.0.0.1:" + std::to_string(http_port_),
-                                 "--grpc-listen=127.0.0.1:" + std::to_string(api_grpc_port_),
-                                 "--controller-addr=" + addrs, "--object-store=file://" + objects_.string()},
-        dir_ / "apiserver.log");
-    ASSERT_TRUE(WaitFor([&] { return HttpStatus(http_port_, "/readyz") == 200; }, 30s))
-        << "API server not ready:\n" << apiserver_->Log();
-    flags_ = controller_flags;
-    for (int i = 0; i < n_controllers; ++i) {
-      ControllerProc c;
-      c.grpc_port = ports[i].first;
-      c.http_port = ports[i].second;
-      controllers_.push_back(std::move(c));
-      StartController(i);
-    }
-  }
-
-  void StartController(int i) {
-    auto& c = controllers_[i];
-    std::vector<std::string> argv = {kBin + "/analyzer-controller",
-                                     "--api-server=127.0.0.1:" + std::to_string(api_grpc_port_),
-                                     "--grpc-listen=127.0.0.1:" + std::to_string(c.grpc_port),
-                                     "--http-listen=127.0.0.1:" + std::to_string(c.http_port),
-                                     "--runtime=kubernetes",
-                                     "--kubeconfig=" + kubeconfig_.string(),
-                                     "--namespace=" + ns_,
-                                     "--analysis-image=falcon-analyzer:test",
-                                     "--object-store=file://" + objects_.string(),
-                                     "--resync-interval=1",
-                                     "--log-upload-interval=1",
-                                     "--identity=c" + std::to_string(i)};
-    argv.insert(argv.end(), flags_.begin(), flags_.end());
-    c.proc = std::make_unique<Process>(argv, dir_ / ("controller" + std::to_string(i) + ".log"));
-  }
-
   std::vector<std::string> LeaderFlags() {
     return {"--leader-elect", "--lease-duration=" + std::to_string(kLeaseDuration),
             "--renew-deadline=" + std::to_string(kRenewDeadline), "--retry-period=" + std::to_string(kRetryPeriod)};
   }
 
-  void WaitReady(int i) {
-    ASSERT_TRUE(WaitFor([&] { return HttpStatus(controllers_[i].http_port, "/readyz") == 200; }, 30s))
-        << "controller " << i << " not ready:\n" << controllers_[i].proc->Log();
-  }
-  int WaitLeader() {
-    int leader = -1;
-    WaitFor([&] {
-      for (size_t i = 0; i < controllers_.size(); ++i) {
-        if (HttpStatus(controllers_[i].http_port, "/readyz") == 200) leader = static_cast<int>(i);
-      }
-      return leader >= 0;
-    }, 30s);
-    return leader;
-  }
-
-  int HttpStatus(int port, const std::string& path, std::string* body = nullptr) {
-    httplib::Client cli("127.0.0.1", port);
-    cli.set_connection_timeout(1);
-    cli.set_read_timeout(2);
-    auto r = cli.Get(path.c_str());
-    if (r && body) *body = r->body;
-    return r ? r->status : -1;
-  }
-
-  json Call(const std::string& method, const std::string& path, const json& body = nullptr, int* status = nullptr) {
-    httplib::Client cli("127.0.0.1", http_port_);
-    cli.set_read_timeout(60);
-    httplib::Result r = method == "GET"    ? cli.Get(path.c_str())
-                        : method == "POST" ? cli.Post(path.c_str(), body.is_null() ? "" : body.dump(), "application/json")
-                                           : cli.Delete(path.c_str());
-    if (!r) {
-      if (status) *status = -1;
-      return nullptr;
-    }
-    if (status) *status = r->status;
-    return json::parse(r->body, nullptr, false);
-  }
-  void CreateExp(const std::string& id) {
-    int st;
-    Call("POST", "/v1/exps", {{"exp_id", id}, {"name", id}, {"status", "completed"}}, &st);
-    ASSERT_EQ(st, 201);
-  }
-  std::string Command(const std::string& exp, const std::string& cmd) {
-    int st;
-    json j = Call("POST", "/v1/analyses", {{"exp_id", exp}, {"analysis_type", "online"}, {"command", cmd}}, &st);
-    EXPECT_EQ(st, 201) << j.dump();
-    return j.is_object() ? j.value("analysis_id", "") : "";
-  }
-  json Get(const std::string& id) { return Call("GET", "/v1/analyses/" + id); }
-  std::string Status(const std::string& id) {
-    json j = Get(id);
-    return j.is_object() ? j.value("status", "") : "";
-  }
-  bool WaitStatus(const std::string& id, const std::string& want, std::chrono::milliseconds t = 60s) {
-    return WaitFor([&] { return Status(id) == want; }, t);
-  }
-
-  std::string PodName(const std::string& id) { return "falcon-analysis-" + id; }
   // Pods carrying the label falcon.dev/analysis-id=ID (-1 if the list fails).
   int PodsFor(const std::string& id) {
     auto r = cp_->admin().Get("/api/v1/namespaces/" + ns_ + "/pods?labelSelector=falcon.dev%2Fanalysis-id%3D" + id);
@@ -244,31 +132,11 @@ class KubeE2E : public ::testing::Test {
     auto r = cp_->admin().Get("/apis/coordination.k8s.io/v1/namespaces/" + ns_ + "/leases/analyzer-controller");
     return r.ok() ? (*r)["spec"] : json::object();
   }
-  // falcon_grpc_requests_total of the API server for one method and code.
-  double ApiserverRequests(const std::string& method, const std::string& code) {
-    std::string body;
-    if (HttpStatus(http_port_, "/metrics", &body) != 200) return -1;
-    std::regex re("falcon_grpc_requests_total\\{[^}]*method=\"" + method + "\"[^}]*code=\"" + code +
-                  "\"[^}]*\\} ([0-9.e+]+)");
-    std::smatch m;
-    return std::regex_search(body, m, re) ? std::stod(m[1]) : 0;
-  }
-  std::string AllLogs() {
-    std::string s;
-    for (size_t i = 0; i < controllers_.size(); ++i) {
-      s += "--- controller " + std::to_string(i) + "\n" + controllers_[i].proc->Log();
-    }
-    return s;
-  }
 
   static ControlPlane* cp_;
   static std::string start_error_;
-  fs::path dir_, objects_, kubeconfig_;
+  fs::path kubeconfig_;
   std::string ns_;
-  int http_port_ = 0, api_grpc_port_ = 0;
-  std::vector<std::string> flags_;
-  std::unique_ptr<Process> apiserver_;
-  std::vector<ControllerProc> controllers_;
 };
 
 ControlPlane* KubeE2E::cp_ = nullptr;
@@ -282,16 +150,16 @@ TEST_F(KubeE2E, AnalysesRunAsPodsUnderTheServiceAccount) {
   CreateExp("exp1");
   std::string ok = Command("exp1", "echo hello from a pod > \"$FALCON_OUTPUT_DIR/r.txt\"");
   std::string bad = Command("exp1", "echo oops >&2; exit 3");
-  ASSERT_TRUE(WaitStatus(ok, "succeeded")) << Get(ok).dump(2) << AllLogs();
+  ASSERT_TRUE(WaitStatus(ok, "succeeded")) << Get(ok).dump(2) << AllControllerLogs();
   EXPECT_EQ(ReadFile(objects_ / "analysis" / "exp1" / ok / "r.txt"), "hello from a pod\n");
-  ASSERT_TRUE(WaitStatus(bad, "failed")) << Get(bad).dump(2) << AllLogs();
+  ASSERT_TRUE(WaitStatus(bad, "failed")) << Get(bad).dump(2) << AllControllerLogs();
   std::string err = Get(bad)["error_message"];
   EXPECT_NE(err.find("exit code 3"), std::string::npos) << err;
   EXPECT_EQ(PodsFor(ok), 1);
   EXPECT_EQ(PodPhase(ok), "Succeeded");
   EXPECT_EQ(PodPhase(bad), "Failed");
   // Nothing was forbidden along the way.
-  EXPECT_EQ(Count(AllLogs(), "forbidden"), 0) << AllLogs();
+  EXPECT_EQ(Count(AllControllerLogs(), "forbidden"), 0) << AllControllerLogs();
 }
 
 // kubectl delete pod → FAILED "pod deleted externally", within seconds.
@@ -300,12 +168,12 @@ TEST_F(KubeE2E, PodDeletedThroughTheKubernetesApiFailsTheAnalysis) {
   WaitReady(0);
   CreateExp("exp2");
   std::string id = Command("exp2", "echo started; sleep 120");
-  ASSERT_TRUE(WaitStatus(id, "running")) << Get(id).dump(2) << AllLogs();
+  ASSERT_TRUE(WaitStatus(id, "running")) << Get(id).dump(2) << AllControllerLogs();
   ASSERT_TRUE(WaitFor([&] { return PodPhase(id) == "Running"; }, 30s)) << PodPhase(id);
   std::string out;
   ASSERT_EQ(cp_->Kubectl("delete pod " + PodName(id) + " -n " + ns_ + " --wait=false", &out), 0) << out;
   auto t0 = std::chrono::steady_clock::now();
-  ASSERT_TRUE(WaitStatus(id, "failed", 20s)) << Get(id).dump(2) << AllLogs();
+  ASSERT_TRUE(WaitStatus(id, "failed", 20s)) << Get(id).dump(2) << AllControllerLogs();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 15s);
   EXPECT_EQ(Get(id)["error_message"], "pod deleted externally");
   std::this_thread::sleep_for(2s);  // two resyncs: the controller does not recreate it
@@ -325,7 +193,7 @@ TEST_F(KubeE2E, ControllerKilledAndRestartedAdoptsPodsWithoutDuplicates) {
     int running = 0;
     for (const auto& id : ids) running += Status(id) == "running";
     return running == 2;
-  }, 60s)) << AllLogs();
+  }, 60s)) << AllControllerLogs();
   controllers_[0].proc->Kill9();
   int pending = 0;
   for (const auto& id : ids) pending += Status(id) == "pending";
@@ -333,7 +201,7 @@ TEST_F(KubeE2E, ControllerKilledAndRestartedAdoptsPodsWithoutDuplicates) {
   StartController(0);
   WaitReady(0);
   for (const auto& id : ids) {
-    ASSERT_TRUE(WaitStatus(id, "succeeded", 120s)) << Get(id).dump(2) << AllLogs();
+    ASSERT_TRUE(WaitStatus(id, "succeeded", 120s)) << Get(id).dump(2) << AllControllerLogs();
   }
   std::string logs = ReadFile(dir_ / "controller0.log");
   // The restarted controller found both Pods of the running analyses: nothing to recreate.
@@ -354,18 +222,18 @@ TEST_F(KubeE2E, StandbyTakesOverTheLeaseWhenTheLeaderIsKilled) {
   flags.push_back("--online-concurrency=2");
   StartSystem(2, flags);
   int leader = WaitLeader();
-  ASSERT_GE(leader, 0) << AllLogs();
+  ASSERT_GE(leader, 0) << AllControllerLogs();
   int standby = 1 - leader;
   EXPECT_EQ(HttpStatus(controllers_[standby].http_port, "/readyz"), 503) << "exactly one is ready";
   EXPECT_EQ(Lease().value("holderIdentity", ""), "c" + std::to_string(leader)) << Lease().dump();
   CreateExp("exp4");
   std::vector<std::string> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(Command("exp4", "sleep 3"));
-  ASSERT_TRUE(WaitStatus(ids[0], "running")) << AllLogs();
+  ASSERT_TRUE(WaitStatus(ids[0], "running")) << AllControllerLogs();
   controllers_[leader].proc->Kill9();
   auto t0 = std::chrono::steady_clock::now();
   ASSERT_TRUE(WaitFor([&] { return Lease().value("holderIdentity", "") == "c" + std::to_string(standby); }, 30s))
-      << Lease().dump() << AllLogs();
+      << Lease().dump() << AllControllerLogs();
   auto took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::cerr << "takeover after " << took << " s (lease duration " << kLeaseDuration << " s)\n";
   // The lease expires kLeaseDuration after the last renewal the standby observed (it looks every retry
@@ -373,14 +241,14 @@ TEST_F(KubeE2E, StandbyTakesOverTheLeaseWhenTheLeaderIsKilled) {
   EXPECT_LT(took, kLeaseDuration + 2 * kRetryPeriod + 1.5) << "takes over within the lease duration";
   WaitReady(standby);
   for (const auto& id : ids) {
-    ASSERT_TRUE(WaitStatus(id, "succeeded", 120s)) << Get(id).dump(2) << AllLogs();
+    ASSERT_TRUE(WaitStatus(id, "succeeded", 120s)) << Get(id).dump(2) << AllControllerLogs();
   }
   std::string more = Command("exp4", "true");  // the API server finds the new leader
-  ASSERT_TRUE(WaitStatus(more, "succeeded")) << AllLogs();
+  ASSERT_TRUE(WaitStatus(more, "succeeded")) << AllControllerLogs();
   ids.push_back(more);
   for (const auto& id : ids) {
     EXPECT_EQ(PodsFor(id), 1) << id;
-    EXPECT_LE(Count(AllLogs(), "created pod " + PodName(id)), 1) << id << " created twice";
+    EXPECT_LE(Count(AllControllerLogs(), "created pod " + PodName(id)), 1) << id << " created twice";
   }
 }
 
@@ -390,24 +258,24 @@ TEST_F(KubeE2E, StandbyTakesOverTheLeaseWhenTheLeaderIsKilled) {
 TEST_F(KubeE2E, PausedOldLeadersLateWritesAreRefused) {
   StartSystem(2, LeaderFlags());
   int old = WaitLeader();
-  ASSERT_GE(old, 0) << AllLogs();
+  ASSERT_GE(old, 0) << AllControllerLogs();
   int next = 1 - old;
   const int64_t old_epoch = Lease().value("leaseTransitions", 0);
   ASSERT_GE(old_epoch, 1) << Lease().dump();
   CreateExp("exp5");
   std::string early = Command("exp5", "sleep 6");  // ends after the pause begins: the successor records it
   std::string long_running = Command("exp5", "sleep 120");
-  ASSERT_TRUE(WaitStatus(early, "running")) << AllLogs();
-  ASSERT_TRUE(WaitStatus(long_running, "running")) << AllLogs();
+  ASSERT_TRUE(WaitStatus(early, "running")) << AllControllerLogs();
+  ASSERT_TRUE(WaitStatus(long_running, "running")) << AllControllerLogs();
 
   controllers_[old].proc->Signal(SIGSTOP);
   ASSERT_TRUE(WaitFor([&] { return Lease().value("holderIdentity", "") == "c" + std::to_string(next); }, 30s))
-      << Lease().dump() << AllLogs();
+      << Lease().dump() << AllControllerLogs();
   const int64_t new_epoch = Lease().value("leaseTransitions", 0);
   EXPECT_GT(new_epoch, old_epoch);
   WaitReady(next);
   // The successor records the outcome of the Pod it adopted: a write with the new epoch.
-  ASSERT_TRUE(WaitStatus(early, "succeeded", 60s)) << Get(early).dump(2) << AllLogs();
+  ASSERT_TRUE(WaitStatus(early, "succeeded", 60s)) << Get(early).dump(2) << AllControllerLogs();
   // (No submissions while the old leader is paused: the API server would try it first and wait for its
   // call timeout.)
 

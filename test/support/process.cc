@@ -45,6 +45,12 @@ void WriteFile(const fs::path& path, const std::string& content) {
   std::ofstream(path, std::ios::binary) << content;
 }
 
+int Count(const std::string& hay, const std::string& needle) {
+  int n = 0;
+  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+  return n;
+}
+
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout,
              std::chrono::milliseconds every) {
   auto until = std::chrono::steady_clock::now() + timeout;

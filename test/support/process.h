@@ -23,6 +23,9 @@ std::string ReadFile(const std::filesystem::path& path);
 // Writes `content`, creating the parent folders.
 void WriteFile(const std::filesystem::path& path, const std::string& content);
 
+// How many times `needle` occurs in `hay` (overlapping occurrences count).
+int Count(const std::string& hay, const std::string& needle);
+
 // Polls `pred` every `every` until it holds or `timeout` passes; returns its last value.
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout,
              std::chrono::milliseconds every = std::chrono::milliseconds(100));
