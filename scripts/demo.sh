@@ -94,8 +94,14 @@ import json,sys
 a=json.load(sys.stdin); a=a.get("analyses",a) if isinstance(a,dict) else a
 t=[x for x in a if x.get("analysis_type")=="offline"]
 print(len(t), sum(x["status"] in ("succeeded","failed","cancelled") for x in t), sum(x["status"]=="failed" for x in t))' <<<"$out")"
-  printf '\r  offline analyses: %s of %s artifacts created, %s finished, %s failed' "$total" "$n_art" "$done_" "$failed"
-  if [ "$total" -ge "$n_art" ] && [ "$done_" -ge "$total" ]; then echo; break; fi
+  line="$(printf '  offline analyses: %s of %s artifacts created, %s finished, %s failed' "$total" "$n_art" "$done_" "$failed")"
+  if [ -t 1 ]; then
+    printf '\r%s' "$line"                                   # one line updated in place on a terminal
+  elif [ "$line" != "${last_line:-}" ]; then
+    echo "$line"                                            # plain lines, only when something changed
+  fi
+  last_line="$line"
+  if [ "$total" -ge "$n_art" ] && [ "$done_" -ge "$total" ]; then [ -t 1 ] && echo; break; fi
   sleep 1
 done
 run falcon analysis list --exp-id demo-exp
