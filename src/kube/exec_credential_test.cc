@@ -202,7 +202,7 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
     std::lock_guard<std::mutex> l(mu);
     std::string auth = req.get_header_value("Authorization");
     seen.push_back(auth);
-    if (auth == "Bearer " + revoked) {
+    if (auth.empty() || auth == "Bearer " + revoked) {
       res.status = 401;
       res.set_content(R"({"kind":"Status","message":"Unauthorized"})", "application/json");
       return;
@@ -243,14 +243,30 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
                       << ": a 401 makes the client ask the plugin again and retry once";
   EXPECT_EQ(runs(), 3);
 
+  // A plugin that fails is not run for every request, but again once 5 s have passed.
+  std::ofstream(dir_ / "token") << "";  // an empty token: the plugin's answer is refused
+  {
+    std::lock_guard<std::mutex> l(mu);
+    revoked = "third";
+  }
+  EXPECT_FALSE(client.Get("/api/v1/namespaces").ok());
+  EXPECT_EQ(runs(), 4);
+  EXPECT_FALSE(client.Get("/api/v1/namespaces").ok());
+  EXPECT_EQ(runs(), 4) << "not run again within 5 s of a failure";
+  clock.Advance(std::chrono::seconds(6));
+  std::ofstream(dir_ / "token") << "fourth";
+  EXPECT_TRUE(client.Get("/api/v1/namespaces").ok());
+  EXPECT_EQ(runs(), 5);
+
   server.stop();
   t.join();
   std::lock_guard<std::mutex> l(mu);
-  ASSERT_EQ(seen.size(), 5u) << testing::PrintToString(seen);
+  ASSERT_EQ(seen.size(), 10u) << testing::PrintToString(seen);
   EXPECT_EQ(seen[0], "Bearer first");
   EXPECT_EQ(seen[2], "Bearer second");
   EXPECT_EQ(seen[3], "Bearer second");
   EXPECT_EQ(seen[4], "Bearer third");
+  EXPECT_EQ(seen[9], "Bearer fourth");
 }
 
 }  // namespace

@@ -245,13 +245,18 @@ std::string KubeClient::BearerToken() {
     std::lock_guard<std::mutex> l(exec_mu_);
     Time now = clock_.Now();
     // Renewed a little before it expires, so a request does not leave with a token about to lapse.
-    if (exec_token_.empty() || (exec_expiry_ && now + std::chrono::seconds(10) >= *exec_expiry_)) {
+    const bool due = exec_token_.empty() || (exec_expiry_ && now + std::chrono::seconds(10) >= *exec_expiry_);
+    // A plugin that just failed is not run again for every request (each run may take up to its timeout).
+    const bool resting = exec_failed_at_ && now >= *exec_failed_at_ && now - *exec_failed_at_ < std::chrono::seconds(5);
+    if (due && !resting) {
       auto c = RunExecPlugin(*config_.exec);
       if (c.ok()) {
         exec_token_ = c->token;
         exec_expiry_ = c->expiry;
+        exec_failed_at_.reset();
       } else {
-        spdlog::warn("kube: {}", std::string(c.status().message()));
+        exec_failed_at_ = now;
+        spdlog::warn("kube: {} (asking it again in 5 s)", std::string(c.status().message()));
       }
     }
     if (!exec_token_.empty()) return exec_token_;

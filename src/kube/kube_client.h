@@ -133,6 +133,7 @@ class KubeClient {
   std::mutex exec_mu_;
   std::string exec_token_;                     // guarded by exec_mu_
   std::optional<Time> exec_expiry_;            // guarded by exec_mu_
+  std::optional<Time> exec_failed_at_;         // guarded by exec_mu_: the last run that failed
   void ForgetExecToken();
 };
 

@@ -15,6 +15,7 @@
 #include "kube/kube_test_env.h"
 #include "kube/kubernetes_runtime.h"
 #include "kube/lease_elector.h"
+#include "support/process.h"
 
 namespace falcon::kube {
 namespace {
@@ -44,14 +45,8 @@ class Env : public ::testing::Environment {
 ::testing::Environment* const kEnv = ::testing::AddGlobalTestEnvironment(new Env());
 
 // Polls `pred` every 50 ms for up to `timeout` (real time).
-template <typename F>
-bool WaitFor(F pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return pred();
+bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  return testsupport::WaitFor(pred, timeout, 50ms);
 }
 
 class KubeTest : public ::testing::Test {

@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <thread>
 
+#include "support/process.h"
+
 namespace falcon::leader {
 namespace {
 
@@ -16,12 +18,7 @@ namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(5ms);
-  }
-  return pred();
+  return falcon::testsupport::WaitFor(pred, timeout, 5ms);
 }
 
 class LeaseFileTest : public ::testing::Test {

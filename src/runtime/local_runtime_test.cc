@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "objstore/object_store.h"
 #include "runtime/pod_files.h"
+#include "support/process.h"
 
 namespace falcon::runtime {
 namespace {
@@ -27,12 +28,7 @@ using namespace std::chrono_literals;
 
 // Polls `pred` every 20 ms up to `timeout`.
 bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(20ms);
-  }
-  return pred();
+  return falcon::testsupport::WaitFor(pred, timeout, 20ms);
 }
 
 bool ProcessAlive(pid_t pid) { return local::ProcessStartTicks(pid) != 0; }
