@@ -141,10 +141,6 @@ std::string FalconSystem::Status(const std::string& id) {
   return j.is_object() ? j.value("status", "") : "";
 }
 
-bool FalconSystem::Terminal(const std::string& s) {
-  return s == "succeeded" || s == "failed" || s == "cancelled";
-}
-
 bool FalconSystem::WaitStatus(const std::string& id, const std::string& want,
                               std::chrono::milliseconds timeout) {
   return WaitFor([&] { return Status(id) == want; }, timeout);

@@ -50,7 +50,6 @@ class FalconSystem {
   std::string Command(const std::string& exp, const std::string& cmd);
   nlohmann::json Get(const std::string& id);
   std::string Status(const std::string& id);
-  static bool Terminal(const std::string& s);
   bool WaitStatus(const std::string& id, const std::string& want,
                   std::chrono::milliseconds timeout = std::chrono::seconds(60));
   std::string Logs(const std::string& id);
