@@ -33,9 +33,14 @@ Json JsonlWriter::Record(const std::string& record_type) const {
   return r;
 }
 
+std::string JsonlWriter::Serialize(const Json& record) {
+  std::string line = record.dump(-1, ' ', false, Json::error_handler_t::replace);
+  line.push_back('\n');
+  return line;
+}
+
 void JsonlWriter::Write(const Json& record) {
-  line_ = record.dump(-1, ' ', false, Json::error_handler_t::replace);
-  line_.push_back('\n');
+  line_ = Serialize(record);
   if (file_ != nullptr) {
     std::fwrite(line_.data(), 1, line_.size(), file_);
   } else {

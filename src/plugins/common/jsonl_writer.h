@@ -35,6 +35,8 @@ class JsonlWriter {
   Json Record(const std::string& record_type) const;
   // Writes the record as one line. Invalid UTF-8 in strings is replaced, never an exception.
   void Write(const Json& record);
+  // The line Write() writes for `record`, with its '\n'.
+  static std::string Serialize(const Json& record);
   // Writes `lines`, already serialized records (each one line ending in '\n', e.g. built with the
   // Append* helpers below by a plugin that writes many records), counting `records` of them.
   void WriteRaw(std::string_view lines, uint64_t records);

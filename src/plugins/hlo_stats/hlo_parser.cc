@@ -247,7 +247,8 @@ inline const char* FindAny(const char* p, const char* end, char a, char b, char 
   return p;
 }
 
-// The first of { [ ( ) ] } or '"' in [p, end), or end.
+// The first of { [ ( ) ] } or '"' (or ',' when kComma) in [p, end), or end.
+template <bool kComma = false>
 inline const char* FindBracketOrQuote(const char* p, const char* end) {
 #if defined(__SSE2__)
   const __m128i quote = _mm_set1_epi8('"'), not_case = _mm_set1_epi8(static_cast<char>(0xDF)),
@@ -259,12 +260,13 @@ inline const char* FindBracketOrQuote(const char* p, const char* end) {
     __m128i eq = _mm_or_si128(
         _mm_or_si128(_mm_cmpeq_epi8(folded, square_open), _mm_cmpeq_epi8(folded, square_close)),
         _mm_or_si128(_mm_cmpeq_epi8(_mm_and_si128(x, not_low), paren), _mm_cmpeq_epi8(x, quote)));
+    if (kComma) eq = _mm_or_si128(eq, _mm_cmpeq_epi8(x, _mm_set1_epi8(',')));
     int mask = _mm_movemask_epi8(eq);
     if (mask != 0) return p + __builtin_ctz(static_cast<unsigned>(mask));
     p += 16;
   }
 #endif
-  while (p < end && !Is(*p, kOpen | kClose | kQuote)) ++p;
+  while (p < end && !Is(*p, kOpen | kClose | kQuote) && (!kComma || *p != ',')) ++p;
   return p;
 }
 
@@ -322,7 +324,10 @@ bool ForEachTopLevel(std::string_view s, Fn&& fn) {
   size_t start = 0;
   bool any = false;
   const size_t n = s.size();
+  const char* d = s.data();
   for (size_t i = 0; i < n; ++i) {
+    i = static_cast<size_t>(FindBracketOrQuote<true>(d + i, d + n) - d);
+    if (i >= n) break;
     char c = s[i];
     if (c == '"') {
       for (++i; i < n && s[i] != '"'; ++i) {
@@ -386,6 +391,25 @@ void StripComments(char* s, size_t n) {
   }
 }
 
+// Whether "//" or "/*" occurs in s[0, n) (inside strings or not).
+bool HasCommentStart(const char* s, size_t n) {
+  size_t i = 0;
+#if defined(__SSE2__)
+  const __m128i slash = _mm_set1_epi8('/'), star = _mm_set1_epi8('*');
+  for (; i + 17 <= n; i += 16) {
+    __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    __m128i next = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 1));
+    __m128i hit = _mm_and_si128(_mm_cmpeq_epi8(x, slash), _mm_or_si128(_mm_cmpeq_epi8(next, slash),
+                                                                       _mm_cmpeq_epi8(next, star)));
+    if (_mm_movemask_epi8(hit) != 0) return true;
+  }
+#endif
+  for (; i + 1 < n; ++i) {
+    if (s[i] == '/' && (s[i + 1] == '/' || s[i + 1] == '*')) return true;
+  }
+  return false;
+}
+
 // Line numbers of positions in one text, counted forward incrementally (positions mostly increase).
 class LineCounter {
  public:
@@ -403,23 +427,7 @@ class LineCounter {
       pos_ = 0;
       count_ = 0;
     }
-    const char* p = text_ + pos_;
-    const char* end = text_ + target;
-#if defined(__SSE2__)
-    const __m128i nl = _mm_set1_epi8('\n');
-    while (end - p >= 16) {
-      // Up to 255 blocks: each byte lane counts its newlines (cmpeq gives -1), then the lanes are
-      // summed.
-      __m128i acc = _mm_setzero_si128();
-      for (int k = 0; k < 255 && end - p >= 16; ++k, p += 16) {
-        acc = _mm_sub_epi8(
-            acc, _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), nl));
-      }
-      __m128i sums = _mm_sad_epu8(acc, _mm_setzero_si128());
-      count_ += _mm_cvtsi128_si32(sums) + _mm_extract_epi16(sums, 4);
-    }
-#endif
-    for (; p < end; ++p) count_ += *p == '\n';
+    count_ += CountNewlines(text_ + pos_, target - pos_);
     pos_ = target;
     return count_ + first_;
   }
@@ -980,11 +988,34 @@ absl::StatusOr<Shape> ParseShape(std::string_view& t) {
   return m.ToShape(0);
 }
 
+int CountNewlines(const char* p, size_t n) {
+  const char* end = p + n;
+  int count = 0;
+#if defined(__SSE2__)
+  const __m128i nl = _mm_set1_epi8('\n');
+  while (end - p >= 16) {
+    // Up to 255 blocks: each byte lane counts its newlines (cmpeq gives -1), then the lanes are
+    // summed.
+    __m128i acc = _mm_setzero_si128();
+    for (int k = 0; k < 255 && end - p >= 16; ++k, p += 16) {
+      acc = _mm_sub_epi8(acc,
+                         _mm_cmpeq_epi8(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)), nl));
+    }
+    __m128i sums = _mm_sad_epu8(acc, _mm_setzero_si128());
+    count += _mm_cvtsi128_si32(sums) + _mm_extract_epi16(sums, 4);
+  }
+#endif
+  for (; p < end; ++p) count += *p == '\n';
+  return count;
+}
+
 int ForEachHloModule(char* text, size_t size, Module& m,
                      const std::function<void(const absl::Status&, const Module&)>& fn,
                      int first_line) {
-  StripComments(text, size);
   std::string_view all(text, size);
+  // Most dumps have no comment at all: the scan that respects strings runs only when "//" or "/*"
+  // occurs somewhere.
+  if (HasCommentStart(text, size)) StripComments(text, size);
   // Module starts: "HloModule" at the start of a line (after blanks).
   std::vector<size_t> starts;
   for (size_t h = all.find("HloModule"); h != std::string_view::npos;

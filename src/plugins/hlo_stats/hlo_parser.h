@@ -139,6 +139,9 @@ struct Module {
 // Parses a shape at the start of `text`, advancing it past the shape (and its layout).
 absl::StatusOr<Shape> ParseShape(std::string_view& text);
 
+// The number of '\n' in [p, p + n) (SSE2 when available).
+int CountNewlines(const char* p, size_t n);
+
 // Parses every module of `text` one at a time, in file order, calling fn(status, module) for each:
 // status is OK and `module` the parse, or the error of that module (INVALID_ARGUMENT carrying the
 // line, see InputError). A text with no "HloModule" header is parsed as one unnamed module. The

@@ -6,7 +6,13 @@
 #include <emmintrin.h>
 #endif
 #include <charconv>
+#include <condition_variable>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -119,6 +125,14 @@ inline char* PutString(char* p, std::string_view whole) {
   return p;
 }
 
+// A name the parser took as an identifier or opcode (letters, digits, _ . - $): nothing to escape.
+inline char* PutIdentifier(char* p, std::string_view s) {
+  *p++ = '"';
+  p = Put(p, s);
+  *p++ = '"';
+  return p;
+}
+
 inline char* PutNumber(char* p, double v) {
   if (v >= 0 && v < 9.0e15 && v == static_cast<double>(static_cast<int64_t>(v))) {
     return PutInt(p, static_cast<int64_t>(v));
@@ -128,66 +142,56 @@ inline char* PutNumber(char* p, double v) {
   return Put(p, d);
 }
 
-// Writes the records of the modules of one file. The records are serialized straight into a buffer
-// (no JSON document per record: hlo-stats writes one record per instruction, about 3x the HLO
-// text).
-class HloAnalyzer {
- public:
-  HloAnalyzer(JsonlWriter& out, const std::string& filename)
-      : out_(out), stage_(StageOf(filename)) {
-    AppendJsonString(source_, out.source());
-    buf_.resize(kFlushBytes + (64 << 10));
-  }
-  ~HloAnalyzer() { Flush(); }
-  HloAnalyzer(const HloAnalyzer&) = delete;
-  HloAnalyzer& operator=(const HloAnalyzer&) = delete;
+// The modules of one piece of a file (whole modules, cut at "HloModule" lines) and, once analysed,
+// their records, serialized.
+struct Chunk {
+  std::string text;  // modified in place by the parse
+  int first_line = 1;
+  std::vector<char> out;  // out[0, len): the records
+  size_t len = 0;
+  uint64_t records = 0;
+  int seen = 0, ok = 0;      // modules found / analysed
+  absl::Status first_error;  // of the first module that failed to parse
+  bool done = false;         // analysed (set under FileAnalyzer::mu_)
+};
 
-  // Analyses the modules of text[0, size) (modified in place); text[0] is on line `first_line`.
-  // Returns the number of newlines in the text.
-  int AnalyzeChunk(char* text, size_t size, int first_line) {
-    return hlo::ForEachHloModule(
-        text, size, module_,
+// Turns the modules of a chunk into records. The records are serialized straight into a buffer (no
+// JSON document per record: hlo-stats writes one record per instruction, about 3x the HLO text).
+// One per thread: it keeps the parse and cost-model arrays from module to module.
+class ModuleWriter {
+ public:
+  ModuleWriter(const JsonlWriter& out, const std::string& source_json, const std::string& stage)
+      : out_(out), source_(source_json), stage_(stage) {}
+  ModuleWriter(const ModuleWriter&) = delete;
+  ModuleWriter& operator=(const ModuleWriter&) = delete;
+
+  void Analyze(Chunk& c) {
+    buf_.swap(c.out);
+    len_ = 0;
+    hlo::ForEachHloModule(
+        c.text.data(), c.text.size(), module_,
         [&](const absl::Status& s, const hlo::Module& m) {
-          ++seen_;
+          ++c.seen;
           if (!s.ok()) {
-            if (first_error_.ok()) first_error_ = s;
-            Flush();
+            if (c.first_error.ok()) c.first_error = s;
             Json e = out_.Record("error");
             if (auto line = ErrorLine(s)) e["line"] = *line;
             e["code"] = absl::StatusCodeToString(s.code());
             e["message"] = std::string(s.message());
-            out_.Write(e);
+            std::string line = JsonlWriter::Serialize(e);
+            Commit(Put(Reserve(line.size()), line));
+            ++c.records;
             return;
           }
-          WriteModule(m);
-          ++ok_;
-          if (len_ >= kFlushBytes) Flush();
+          c.records += WriteModule(m);
+          ++c.ok;
         },
-        first_line);
-  }
-
-  absl::Status Finish() {
-    Flush();
-    if (seen_ == 0) return InputError("no HLO module found (empty file?)", 1, std::nullopt);
-    if (ok_ == 0) {
-      // The per-module error records are already written; signal failure without a duplicate
-      // record.
-      return AlreadyReported(absl::Status(
-          first_error_.code(), absl::StrCat(first_error_.message(), " (no module analysed)")));
-    }
-    return absl::OkStatus();
-  }
-
-  void Flush() {
-    if (len_ == 0) return;
-    out_.WriteRaw(std::string_view(buf_.data(), len_), pending_);
-    len_ = 0;
-    pending_ = 0;
+        c.first_line);
+    c.out.swap(buf_);
+    c.len = len_;
   }
 
  private:
-  static constexpr size_t kFlushBytes = 1 << 20;
-
   // Room for n more bytes at the end of the buffer.
   char* Reserve(size_t n) {
     if (buf_.size() - len_ < n) buf_.resize(len_ + n + (64 << 10));
@@ -195,7 +199,9 @@ class HloAnalyzer {
   }
   void Commit(const char* end) { len_ = static_cast<size_t>(end - buf_.data()); }
 
-  void WriteModule(const hlo::Module& m) {
+  // Returns the number of records written.
+  uint64_t WriteModule(const hlo::Module& m) {
+    uint64_t records = 0;
     model_.Reset(m);
     const auto& comps = m.computations;
     const auto& instrs = m.instructions;
@@ -275,7 +281,7 @@ class HloAnalyzer {
     AppendNumber(o, total.bytes_accessed);
     o.append("}\n");
     Commit(Put(Reserve(o.size()), o));
-    ++pending_;
+    ++records;
 
     std::string module_prefix = "{\"record_type\":\"instruction\",\"source\":";
     module_prefix.append(source_);
@@ -306,9 +312,9 @@ class HloAnalyzer {
         char* p =
             Reserve(512 + prefix_.size() + 6 * strings + names + m.ShapeStringBound(ins.shape));
         p = Put(p, prefix_);
-        p = PutString(p, ins.name);
+        p = PutIdentifier(p, ins.name);
         p = PutLit(p, ",\"opcode\":");
-        p = PutString(p, ins.opcode);
+        p = PutIdentifier(p, ins.opcode);
         p = PutLit(p, ",\"shape\":\"");  // dtypes are alphanumeric: nothing to escape
         p = m.WriteShapeString(ins.shape, p);
         p = PutLit(p, "\",\"dtype\":\"");
@@ -360,23 +366,193 @@ class HloAnalyzer {
         }
         p = PutLit(p, "}\n");
         Commit(p);
-        ++pending_;
+        ++records;
       }
     }
+    return records;
   }
 
-  JsonlWriter& out_;
-  std::string stage_;
-  std::string source_;     // the source file as a JSON string
-  std::vector<char> buf_;  // serialized records not yet written: buf_[0, len_)
+  const JsonlWriter& out_;
+  const std::string& source_;  // the source file as a JSON string
+  const std::string& stage_;
+  std::vector<char> buf_;  // the current chunk's records: buf_[0, len_)
   size_t len_ = 0;
-  uint64_t pending_ = 0;
   std::string prefix_;
   std::string module_record_;
   hlo::Module module_;  // reused from module to module
   hlo::CostModel model_;
   std::vector<int64_t> op_counts_;
   std::vector<std::pair<std::string_view, int64_t>> opcodes_, fusions_, collectives_;
+};
+
+// Analyses the chunks of one file and writes their records in file order. The first chunk is
+// analysed on the calling thread when it is the only one (most dump files hold one module); from
+// the second on, worker threads (one per core, up to kMaxThreads) analyse chunks while the caller
+// reads the next ones and writes finished ones in order. At most 2 * threads + 1 chunks (their
+// text and records) are held at once. FALCON_PLUGIN_THREADS=N sets the number of threads.
+class FileAnalyzer {
+ public:
+  static constexpr size_t kChunkBytes =
+      512 << 10;  // chunks are cut at the first module start past this
+  static constexpr int kMaxThreads = 8;
+
+  FileAnalyzer(JsonlWriter& out, const std::string& filename)
+      : out_(out), stage_(StageOf(filename)) {
+    AppendJsonString(source_, out.source());
+    unsigned n = std::thread::hardware_concurrency();
+    if (const char* env = std::getenv("FALCON_PLUGIN_THREADS")) {
+      int v = 0;
+      auto r = std::from_chars(env, env + std::strlen(env), v);
+      if (r.ec == std::errc() && v > 0) n = static_cast<unsigned>(v);
+    }
+    threads_ = static_cast<int>(std::clamp(n, 1u, static_cast<unsigned>(kMaxThreads)));
+    max_in_flight_ = 2 * static_cast<size_t>(threads_) + 1;
+  }
+  ~FileAnalyzer() { StopWorkers(); }
+  FileAnalyzer(const FileAnalyzer&) = delete;
+  FileAnalyzer& operator=(const FileAnalyzer&) = delete;
+
+  // Queues the modules of `text` (which starts on line `first_line`) for analysis; writes the
+  // records of chunks already analysed, waiting when too many are in flight.
+  void Submit(std::string text, int first_line) {
+    auto c = std::make_unique<Chunk>();
+    c->text = std::move(text);
+    c->first_line = first_line;
+    if (!free_.empty()) {
+      c->out.swap(free_.back());
+      free_.pop_back();
+    }
+    Chunk* raw = c.get();
+    std::unique_lock<std::mutex> lock(mu_);
+    chunks_.push_back(std::move(c));
+    if (threads_ == 1) {
+      lock.unlock();
+      Inline().Analyze(*raw);
+      MarkDone(*raw);
+      WriteDone();
+      return;
+    }
+    if (chunks_.size() == 1 && workers_.empty()) return;  // maybe the only chunk: wait and see
+    if (workers_.empty()) {
+      for (auto& pending : chunks_) todo_.push_back(pending.get());
+      StartWorkers();
+    } else {
+      todo_.push_back(raw);
+    }
+    work_cv_.notify_all();
+    lock.unlock();
+    WriteDone();
+    lock.lock();
+    while (chunks_.size() >= max_in_flight_) {
+      done_cv_.wait(lock, [&] { return chunks_.front()->done; });
+      lock.unlock();
+      WriteDone();
+      lock.lock();
+    }
+  }
+
+  // Analyses and writes what is left; the file's status (see AnalyzeHloText).
+  absl::Status Finish() {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (workers_.empty() && !chunks_.empty() && !chunks_.front()->done) {
+      Chunk& only = *chunks_.front();
+      lock.unlock();
+      Inline().Analyze(only);
+      MarkDone(only);
+      lock.lock();
+    }
+    while (!chunks_.empty()) {
+      done_cv_.wait(lock, [&] { return chunks_.front()->done; });
+      lock.unlock();
+      WriteDone();
+      lock.lock();
+    }
+    lock.unlock();
+    StopWorkers();
+    if (seen_ == 0) return InputError("no HLO module found (empty file?)", 1, std::nullopt);
+    if (ok_ == 0) {
+      // The per-module error records are already written; signal failure without a duplicate
+      // record.
+      return AlreadyReported(absl::Status(
+          first_error_.code(), absl::StrCat(first_error_.message(), " (no module analysed)")));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  ModuleWriter& Inline() {
+    if (!inline_) inline_ = std::make_unique<ModuleWriter>(out_, source_, stage_);
+    return *inline_;
+  }
+
+  void StartWorkers() {
+    for (int i = 0; i < threads_; ++i) {
+      workers_.emplace_back([this] {
+        ModuleWriter w(out_, source_, stage_);
+        std::unique_lock<std::mutex> lock(mu_);
+        for (;;) {
+          work_cv_.wait(lock, [&] { return stop_ || !todo_.empty(); });
+          if (todo_.empty()) return;  // stopping
+          Chunk* c = todo_.front();
+          todo_.pop_front();
+          lock.unlock();
+          w.Analyze(*c);  // the caller's thread reads c only once c->done
+          lock.lock();
+          c->done = true;
+          done_cv_.notify_all();
+        }
+      });
+    }
+  }
+
+  void MarkDone(Chunk& c) {
+    std::lock_guard<std::mutex> lock(mu_);
+    c.done = true;
+  }
+
+  void StopWorkers() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    for (auto& t : workers_) t.join();
+    workers_.clear();
+  }
+
+  // Writes the finished chunks at the front, in order (the caller's thread only).
+  void WriteDone() {
+    for (;;) {
+      std::unique_ptr<Chunk> c;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (chunks_.empty() || !chunks_.front()->done) return;
+        c = std::move(chunks_.front());
+        chunks_.pop_front();
+      }
+      out_.WriteRaw(std::string_view(c->out.data(), c->len), c->records);
+      seen_ += c->seen;
+      ok_ += c->ok;
+      if (first_error_.ok() && !c->first_error.ok()) first_error_ = c->first_error;
+      if (free_.size() < max_in_flight_) free_.push_back(std::move(c->out));
+    }
+  }
+
+  JsonlWriter& out_;
+  const std::string stage_;
+  std::string source_;  // the source file as a JSON string
+  int threads_ = 1;
+  size_t max_in_flight_ = 1;
+  std::unique_ptr<ModuleWriter> inline_;
+  std::vector<std::vector<char>> free_;  // record buffers of written chunks, reused
+
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::deque<std::unique_ptr<Chunk>> chunks_;  // submitted and not yet written, in file order
+  std::deque<Chunk*> todo_;                    // submitted and not yet taken by a worker
+  bool stop_ = false;
+  std::vector<std::thread> workers_;
+
   int ok_ = 0, seen_ = 0;
   absl::Status first_error_;
 };
@@ -384,18 +560,18 @@ class HloAnalyzer {
 }  // namespace
 
 absl::Status AnalyzeHloText(std::string_view text, const std::string& filename, JsonlWriter& out) {
-  HloAnalyzer a(out, filename);
-  std::string copy(text);
-  a.AnalyzeChunk(copy.data(), copy.size(), 1);
+  FileAnalyzer a(out, filename);
+  a.Submit(std::string(text), 1);
   return a.Finish();
 }
 
 absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
   auto in = InputFile::Open(path);
   if (!in.ok()) return in.status();
-  HloAnalyzer a(out, path);
-  // The file is cut into chunks at the lines that start a module ("HloModule" after blanks), each
-  // chunk analysed once complete; memory holds the current module's text and a read block.
+  FileAnalyzer a(out, path);
+  // The file is cut into chunks at lines that start a module ("HloModule" after blanks), each chunk
+  // (at least kChunkBytes unless it is the last, or the text before the first module) handed over
+  // once complete; memory holds the chunks in flight and a read block.
   constexpr size_t kBlock = 1 << 20;
   std::vector<char>
       buf;  // buf[0, len) holds data (the vector's size is its capacity: never zero-filled twice)
@@ -403,6 +579,13 @@ absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
   size_t start = 0;    // the current chunk: buf[start, len)
   size_t scan = 0;     // module starts are searched from here
   int chunk_line = 1;  // file line of buf[start]
+  bool first = true;   // no chunk handed over yet
+  auto submit = [&](size_t end) {
+    a.Submit(std::string(buf.data() + start, end - start), chunk_line);
+    chunk_line += hlo::CountNewlines(buf.data() + start, end - start);
+    start = end;
+    first = false;
+  };
   auto cut = [&](size_t limit) {
     // Complete lines up to `limit` (a line start) are searched.
     std::string_view all(buf.data(), limit);
@@ -411,10 +594,9 @@ absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
       size_t j = h;
       while (j > 0 && (all[j - 1] == ' ' || all[j - 1] == '\t')) --j;
       if (j != 0 && all[j - 1] != '\n') continue;
-      if (j > start) {
-        chunk_line += a.AnalyzeChunk(buf.data() + start, j - start, chunk_line);
-        start = j;
-      }
+      // The text before the file's first module is a chunk of its own (it is parsed as one
+      // unnamed module when it is not blank); later chunks start with a module.
+      if (j > start && (first || j - start >= FileAnalyzer::kChunkBytes)) submit(j);
     }
     scan = limit;
   };
@@ -422,7 +604,7 @@ absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
     if (buf.size() < len + kBlock + 1) buf.resize(std::max(2 * buf.size(), len + kBlock + 1));
     auto n = (*in)->Read(buf.data() + len, kBlock);
     if (!n.ok()) {
-      a.Flush();
+      (void)a.Finish();  // what was read is written
       return n.status();
     }
     if (*n == 0) break;
@@ -446,7 +628,7 @@ absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
   }
   if (len > 0 && buf[len - 1] != '\n') buf[len++] = '\n';  // a last line without its newline
   cut(len);
-  if (len > start) a.AnalyzeChunk(buf.data() + start, len - start, chunk_line);
+  if (len > start) submit(len);
   return a.Finish();
 }
 

@@ -1,11 +1,16 @@
+#include "plugins/hlo_stats/hlo_stats.h"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "plugins/common/plugin_io.h"
 #include "plugins/hlo_stats/hlo_cost.h"
 #include "plugins/hlo_stats/hlo_parser.h"
-#include "plugins/hlo_stats/hlo_stats.h"
 
 namespace falcon::plugins {
 namespace {
@@ -15,8 +20,10 @@ std::vector<Json> Analyze(const std::string& text, absl::Status* status = nullpt
   JsonlWriter w(os);
   w.set_source("x.hlo");
   absl::Status s = AnalyzeHloText(text, "module_0001.jit_f.after_optimizations.txt", w);
-  if (status) *status = s;
-  else EXPECT_TRUE(s.ok()) << s;
+  if (status)
+    *status = s;
+  else
+    EXPECT_TRUE(s.ok()) << s;
   std::vector<Json> out;
   std::istringstream is(os.str());
   for (std::string line; std::getline(is, line);) out.push_back(Json::parse(line));
@@ -47,7 +54,8 @@ TEST(HloShape, ParsesTuplesLayoutsDynamicDims) {
 
 TEST(HloStats, MatmulFlopsAre2MNK) {
   // The matmul chain of testdata: (a @ b) @ c with a[128,256], b[256,512], c[512,64].
-  auto recs = Analyze(R"(HloModule jit_matmul_chain, entry_computation_layout={(f32[128,256]{1,0})->f32[128,64]{1,0}}
+  auto recs = Analyze(
+      R"(HloModule jit_matmul_chain, entry_computation_layout={(f32[128,256]{1,0})->f32[128,64]{1,0}}
 
 ENTRY %main.1 (a.1: f32[128,256], b.1: f32[256,512], c.1: f32[512,64]) -> f32[128,64] {
   %a.1 = f32[128,256]{1,0} parameter(0), metadata={op_name="a"}
@@ -117,8 +125,8 @@ ENTRY %main {
   EXPECT_EQ(Instr(recs, "bd")["source_file"], "model.py");
   EXPECT_EQ(Instr(recs, "bd")["source_line"], 42);
   EXPECT_EQ(Instr(recs, "r")["flops"], 4 * 8 * 16 - 8 * 16);  // (in - out) x 1 add
-  EXPECT_EQ(Instr(recs, "f")["flops"], 8 * 16);                // the fused multiply
-  EXPECT_EQ(Instr(recs, "f")["transcendentals"], 8 * 16);      // the fused exponential
+  EXPECT_EQ(Instr(recs, "f")["flops"], 8 * 16);               // the fused multiply
+  EXPECT_EQ(Instr(recs, "f")["transcendentals"], 8 * 16);     // the fused exponential
   EXPECT_EQ(Instr(recs, "f")["fusion_kind"], "kLoop");
   EXPECT_EQ(Instr(recs, "m")["fused"], true);
   EXPECT_EQ(Instr(recs, "f")["bytes_accessed"], 3 * 8 * 16 * 4);
@@ -131,7 +139,8 @@ ENTRY %main {
   EXPECT_EQ(m["fused_computations"], 1);
   EXPECT_EQ(m["computations"], 3);
   EXPECT_EQ(m["entry_computation"], "main");
-  // Module total = entry instructions only (fusion and reducer bodies are counted through their callers).
+  // Module total = entry instructions only (fusion and reducer bodies are counted through their
+  // callers).
   EXPECT_EQ(m["flops"], 2 * 4 * 8 * 16 * 32 + (4 * 8 * 16 - 8 * 16) + 8 * 16 + 8 * 16);
   EXPECT_EQ(m["transcendentals"], 8 * 16);
 }
@@ -189,14 +198,17 @@ ENTRY %e (p: f32[4]) -> f32[4] {
 }
 
 TEST(HloStats, MetadataEscapesCommentsAndCrlfSurviveIntoTheRecords) {
-  // Escaped quotes and backslashes in metadata, control characters and UTF-8 in strings, /* */ and //
-  // comments, CRLF line ends, a tuple shape with an /*index=N*/ comment, and a file without a final newline.
+  // Escaped quotes and backslashes in metadata, control characters and UTF-8 in strings, /* */ and
+  // // comments, CRLF line ends, a tuple shape with an /*index=N*/ comment, and a file without a
+  // final newline.
   std::string text =
       "HloModule m, entry_computation_layout={(f32[2]{0})->f32[2]{0}} // trailing\r\n"
       "ENTRY %e {\r\n"
-      "  %p = f32[2]{0} parameter(0), metadata={op_name=\"a\\\"b\\\\c caf\xc3\xa9 \x01\" op_type=\"t/*x*/\" "
+      "  %p = f32[2]{0} parameter(0), metadata={op_name=\"a\\\"b\\\\c caf\xc3\xa9 \x01\" "
+      "op_type=\"t/*x*/\" "
       "source_file=\"/s.py\" source_line=9}\r\n"
-      "  /* block\r\n comment */ %t = (f32[2]{0}, f32[], f32[], f32[], f32[], /*index=5*/s32[3]{0}) "
+      "  /* block\r\n comment */ %t = (f32[2]{0}, f32[], f32[], f32[], f32[], "
+      "/*index=5*/s32[3]{0}) "
       "tuple(%p, %p, %p, %p, %p, %p)\r\n"
       "  ROOT %n = f32[2]{0} negate(%p)\r\n"
       "}";
@@ -215,6 +227,67 @@ TEST(HloStats, MetadataEscapesCommentsAndCrlfSurviveIntoTheRecords) {
   EXPECT_EQ(t["bytes_accessed"], 8 * 6);
   EXPECT_EQ(Instr(recs, "n")["line"], 6);
   EXPECT_EQ(Instr(recs, "n")["is_root"], true);
+}
+
+// A file of many modules is analysed in chunks by several threads (AnalyzeHloFile); the records
+// must be exactly those of the one-pass analysis of the same text, in file order, with the error
+// record of a broken module in its place and its line right.
+TEST(HloStats, ChunkedParallelFileAnalysisEqualsOnePass) {
+  std::string text = "// a dump written by hand\n";
+  int broken_line = 0;
+  for (int i = 0; i < 1500; ++i) {
+    absl::StrAppend(&text, "HloModule m", i, "\n\nENTRY %e.", i, " (p: f32[8,8]) -> f32[8,8] {\n",
+                    "  %p = f32[8,8]{1,0} parameter(0), metadata={op_name=\"x/p\"}\n");
+    for (int k = 0; k < 20; ++k) {
+      absl::StrAppend(&text, "  %d", k, " = f32[8,8]{1,0} dot(%",
+                      k ? absl::StrCat("d", k - 1) : "p",
+                      ", %p), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n");
+    }
+    if (i == 777) {
+      broken_line = static_cast<int>(std::count(text.begin(), text.end(), '\n')) + 1;
+      text += "  %bad = f32[8 negate(%p)\n";
+    }
+    text += "  ROOT %r = f32[8,8]{1,0} negate(%d19)\n}\n\n";
+  }
+  ASSERT_GT(text.size(), 2u << 20);  // several chunks
+
+  std::string path = ::testing::TempDir() + "/chunked.hlo";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+  }
+  auto run = [&](bool file) {
+    std::ostringstream os;
+    JsonlWriter w(os);
+    w.set_source("x.hlo");
+    absl::Status s = file ? AnalyzeHloFile(path, w) : AnalyzeHloText(text, "x.hlo", w);
+    EXPECT_TRUE(s.ok()) << s;
+    std::string out = os.str();
+    EXPECT_EQ(w.records_written(), static_cast<uint64_t>(std::count(out.begin(), out.end(), '\n')));
+    return out;
+  };
+  std::string one_pass = run(false);
+  setenv("FALCON_PLUGIN_THREADS", "4", 1);  // more workers than this machine may have cores
+  std::string chunked = run(true);
+  unsetenv("FALCON_PLUGIN_THREADS");
+  EXPECT_TRUE(one_pass == chunked) << "the chunked output differs from the one-pass output";
+  std::istringstream is(chunked);
+  int next_module = 0, errors = 0;
+  for (std::string line; std::getline(is, line);) {
+    Json r = Json::parse(line);
+    if (r["record_type"] == "module") {
+      if (next_module == 777) ++next_module;  // the broken one has an error record instead
+      EXPECT_EQ(r["module"], absl::StrCat("m", next_module)) << "out of order";
+      ++next_module;
+    } else if (r["record_type"] == "error") {
+      ++errors;
+      EXPECT_EQ(r["line"], broken_line) << r.dump();
+      EXPECT_EQ(next_module, 777);
+    }
+  }
+  EXPECT_EQ(next_module, 1500);
+  EXPECT_EQ(errors, 1);
+  std::remove(path.c_str());
 }
 
 }  // namespace
