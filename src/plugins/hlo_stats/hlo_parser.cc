@@ -552,7 +552,13 @@ absl::Status ParseShapeInto(std::string_view& t, Module& m) {
       return absl::InvalidArgumentError(absl::StrCat("bad dimension '", std::string(bad), "'"));
   }
   if (!t.empty() && t.front() == '{') {
-    size_t e = SkipBalanced(t, 0);
+    // Most layouts are short and flat ("{1,0}"): a plain scan to the '}' unless something nests.
+    size_t e = 1;
+    while (e < t.size() && (IsDigit(t[e]) || t[e] == ',')) ++e;
+    if (e < t.size() && t[e] == '}')
+      ++e;
+    else
+      e = SkipBalanced(t, 0);
     if (e == std::string_view::npos) return absl::InvalidArgumentError("unterminated layout");
     t.remove_prefix(e);
   }
@@ -753,24 +759,13 @@ class Parser {
     SkipWs();
     if (p_ >= s_.size() || s_[p_] != '(')
       return Err(absl::StrCat("expected '(' after opcode ", std::string(ins.opcode)));
-    size_t close = SkipBalanced(s_, p_);
+    ins.operands_begin = static_cast<uint32_t>(m.names.size());
+    const bool named_operands =
+        ins.opcode != "constant" && ins.opcode != "parameter" && ins.opcode != "iota";
+    size_t close = named_operands ? ParseOperandList(p_, m) : SkipBalanced(s_, p_);
     if (close == std::string_view::npos)
       return Err(absl::StrCat("unbalanced operand list of ", std::string(ins.name)));
-    std::string_view inner = s_.substr(p_ + 1, close - p_ - 2);
     p_ = close;
-    ins.operands_begin = static_cast<uint32_t>(m.names.size());
-    if (ins.opcode != "constant" && ins.opcode != "parameter" && ins.opcode != "iota") {
-      ForEachTopLevel(inner, [&](std::string_view piece) {
-        if (piece.empty()) return true;
-        size_t sp = piece.size();  // the last blank (space, tab or newline), as find_last_of
-        while (sp > 0 && piece[sp - 1] != ' ' && piece[sp - 1] != '\t' && piece[sp - 1] != '\n')
-          --sp;
-        std::string_view name = piece.substr(sp);
-        if (!name.empty() && name.front() == '%') name.remove_prefix(1);
-        m.names.push_back(name);
-        return true;
-      });
-    }
     ins.operands_count = static_cast<uint32_t>(m.names.size()) - ins.operands_begin;
     // Attributes: ", key=value" repeated; they may continue on following lines.
     for (;;) {
@@ -812,6 +807,48 @@ class Parser {
     }
     Finish(ins, m);
     return absl::OkStatus();
+  }
+
+  // The operand list that opens at s_[open] ('('), in one pass: splits it at its top-level commas
+  // (outside brackets and strings) and adds each operand's name (the piece after its last blank,
+  // without '%') to m.names. Returns the index after the closing bracket (as SkipBalanced), or
+  // npos when it is not closed.
+  size_t ParseOperandList(size_t open, Module& m) {
+    const char* d = s_.data();
+    const size_t n = s_.size();
+    auto add = [&](size_t begin, size_t end) {
+      std::string_view piece = Trim(s_.substr(begin, end - begin));
+      if (piece.empty()) return;
+      size_t sp = piece.size();  // the last blank (space, tab or newline), as find_last_of
+      while (sp > 0 && piece[sp - 1] != ' ' && piece[sp - 1] != '\t' && piece[sp - 1] != '\n') --sp;
+      std::string_view name = piece.substr(sp);
+      if (!name.empty() && name.front() == '%') name.remove_prefix(1);
+      m.names.push_back(name);
+    };
+    int depth = 0;
+    size_t piece = open + 1;
+    for (size_t i = open; i < n; ++i) {
+      i = static_cast<size_t>(FindBracketOrQuote<true>(d + i, d + n) - d);
+      if (i >= n) break;
+      const char c = d[i];
+      if (c == '"') {
+        for (++i; i < n && d[i] != '"'; ++i) {
+          if (d[i] == '\\') ++i;
+        }
+        if (i >= n) return std::string_view::npos;
+      } else if (c == ',') {
+        if (depth == 1) {
+          add(piece, i);
+          piece = i + 1;
+        }
+      } else if (c == '{' || c == '[' || c == '(') {
+        ++depth;
+      } else if (--depth == 0) {
+        add(piece, i);
+        return i + 1;
+      }
+    }
+    return std::string_view::npos;
   }
 
   static void Finish(Instruction& ins, Module& m) {

@@ -168,6 +168,9 @@ class ModuleWriter {
   void Analyze(Chunk& c) {
     buf_.swap(c.out);
     len_ = 0;
+    // The records are about 3.3x the text (one per instruction): room for 4x, so that the buffer
+    // grows at most once or twice (buffers are reused from chunk to chunk).
+    if (buf_.size() < 4 * c.text.size()) buf_.resize(4 * c.text.size());
     hlo::ForEachHloModule(
         c.text.data(), c.text.size(), module_,
         [&](const absl::Status& s, const hlo::Module& m) {
