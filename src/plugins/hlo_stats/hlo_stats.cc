@@ -81,7 +81,13 @@ inline char* Put(char* p, std::string_view s) {
   std::memcpy(p, s.data(), s.size());
   return p + s.size();
 }
-inline char* PutInt(char* p, int64_t v) { return std::to_chars(p, p + 24, v).ptr; }
+inline char* PutInt(char* p, int64_t v) {
+  if (v >= 0 && v < 10) {  // most flops/transcendentals/bytes of a record are 0
+    *p = static_cast<char>('0' + v);
+    return p + 1;
+  }
+  return std::to_chars(p, p + 24, v).ptr;
+}
 
 struct PlainTable {
   bool plain[256];
