@@ -151,8 +151,7 @@ inline char* PutNumber(char* p, double v) {
 // The modules of one piece of a file (whole modules, cut at "HloModule" lines) and, once analysed,
 // their records, serialized.
 struct Chunk {
-  std::vector<char> text;  // text[0, size): the modules (modified in place by the parse)
-  size_t size = 0;
+  std::string text;  // modified in place by the parse
   int first_line = 1;
   std::vector<char> out;  // out[0, len): the records
   size_t len = 0;
@@ -177,9 +176,9 @@ class ModuleWriter {
     len_ = 0;
     // The records are about 3.3x the text (one per instruction): room for 4x, so that the buffer
     // grows at most once or twice (buffers are reused from chunk to chunk).
-    if (buf_.size() < 4 * c.size) buf_.resize(4 * c.size);
+    if (buf_.size() < 4 * c.text.size()) buf_.resize(4 * c.text.size());
     hlo::ForEachHloModule(
-        c.text.data(), c.size, module_,
+        c.text.data(), c.text.size(), module_,
         [&](const absl::Status& s, const hlo::Module& m) {
           ++c.seen;
           if (!s.ok()) {
@@ -424,10 +423,9 @@ class FileAnalyzer {
 
   // Queues the modules of `text` (which starts on line `first_line`) for analysis; writes the
   // records of chunks already analysed, waiting when too many are in flight.
-  void Submit(std::vector<char> text, size_t size, int first_line) {
+  void Submit(std::string text, int first_line) {
     auto c = std::make_unique<Chunk>();
     c->text = std::move(text);
-    c->size = size;
     c->first_line = first_line;
     if (!free_.empty()) {
       c->out.swap(free_.back());
@@ -460,16 +458,6 @@ class FileAnalyzer {
       WriteDone();
       lock.lock();
     }
-  }
-
-  // A buffer for the text of a next chunk (one of a written chunk when there is one).
-  std::vector<char> TakeTextBuffer() {
-    std::vector<char> b;
-    if (!free_text_.empty()) {
-      b.swap(free_text_.back());
-      free_text_.pop_back();
-    }
-    return b;
   }
 
   // Analyses and writes what is left; the file's status (see AnalyzeHloText).
@@ -556,7 +544,6 @@ class FileAnalyzer {
       ok_ += c->ok;
       if (first_error_.ok() && !c->first_error.ok()) first_error_ = c->first_error;
       if (free_.size() < max_in_flight_) free_.push_back(std::move(c->out));
-      if (free_text_.size() < 2) free_text_.push_back(std::move(c->text));
     }
   }
 
@@ -566,8 +553,7 @@ class FileAnalyzer {
   int threads_ = 1;
   size_t max_in_flight_ = 1;
   std::unique_ptr<ModuleWriter> inline_;
-  std::vector<std::vector<char>> free_;       // record buffers of written chunks, reused
-  std::vector<std::vector<char>> free_text_;  // their text buffers, reused by TakeTextBuffer
+  std::vector<std::vector<char>> free_;  // record buffers of written chunks, reused
 
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
@@ -584,7 +570,7 @@ class FileAnalyzer {
 
 absl::Status AnalyzeHloText(std::string_view text, const std::string& filename, JsonlWriter& out) {
   FileAnalyzer a(out, filename);
-  a.Submit(std::vector<char>(text.begin(), text.end()), text.size(), 1);
+  a.Submit(std::string(text), 1);
   return a.Finish();
 }
 
@@ -592,62 +578,40 @@ absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
   auto in = InputFile::Open(path);
   if (!in.ok()) return in.status();
   FileAnalyzer a(out, path);
-  // The file is read straight into chunk buffers and cut at lines that start a module ("HloModule"
-  // after blanks): a chunk is the text before the file's first module, or whole modules up to the
-  // first module start past kChunkBytes (or the end). What was read past the cut is copied into
-  // the next chunk's buffer (less than a read block). Memory: the chunks in flight and the one
-  // being read.
-  constexpr size_t kBlock = 256 << 10;
-  std::vector<char> cur = a.TakeTextBuffer();  // cur[0, len): the chunk being read; the vector's
-  size_t len = 0;                              // size is its capacity (never zero-filled twice)
-  size_t scan = 0;     // the complete lines before this were searched for a cut
-  int chunk_line = 1;  // file line of cur[0]
+  // The file is cut into chunks at lines that start a module ("HloModule" after blanks), each chunk
+  // (at least kChunkBytes unless it is the last, or the text before the first module) handed over
+  // once complete; memory holds the chunks in flight and a read block.
+  constexpr size_t kBlock = 1 << 20;
+  std::vector<char>
+      buf;  // buf[0, len) holds data (the vector's size is its capacity: never zero-filled twice)
+  size_t len = 0;
+  size_t start = 0;    // the current chunk: buf[start, len)
+  size_t scan = 0;     // module starts are searched from here
+  int chunk_line = 1;  // file line of buf[start]
   bool first = true;   // no chunk handed over yet
-  // Hands over cur[0, end) as a chunk; what follows becomes the start of the next one.
-  auto submit = [&](size_t end, bool last) {
-    std::vector<char> next;
-    const size_t rest = len - end;
-    if (!last) {
-      next = a.TakeTextBuffer();
-      if (next.size() < rest + kBlock + 1) {
-        next.resize(std::max(rest + kBlock + 1, FileAnalyzer::kChunkBytes + 2 * kBlock));
-      }
-      std::memcpy(next.data(), cur.data() + end, rest);
-    }
-    const int lines = hlo::CountNewlines(cur.data(), end);
-    a.Submit(std::move(cur), end, chunk_line);
-    chunk_line += lines;
-    cur = std::move(next);
-    len = rest;
-    scan = 0;
+  auto submit = [&](size_t end) {
+    a.Submit(std::string(buf.data() + start, end - start), chunk_line);
+    chunk_line += hlo::CountNewlines(buf.data() + start, end - start);
+    start = end;
     first = false;
   };
-  // Cuts at the module starts of the complete lines before `limit` (a line start) that qualify:
-  // j > 0 for the first chunk, j >= kChunkBytes after it ("HloModule" is at or after its line
-  // start j, so the search starts there).
   auto cut = [&](size_t limit) {
-    for (bool again = true; again;) {
-      again = false;
-      std::string_view all(cur.data(), limit);
-      const size_t from = first ? scan : std::max(scan, FileAnalyzer::kChunkBytes);
-      for (size_t h = all.find("HloModule", from); h != std::string_view::npos;
-           h = all.find("HloModule", h + 9)) {
-        size_t j = h;
-        while (j > 0 && (all[j - 1] == ' ' || all[j - 1] == '\t')) --j;
-        if (j != 0 && all[j - 1] != '\n') continue;
-        if (j > 0 && (first || j >= FileAnalyzer::kChunkBytes)) {
-          submit(j, /*last=*/false);
-          limit -= j;
-          again = true;
-          break;
-        }
-      }
+    // Complete lines up to `limit` (a line start) are searched.
+    std::string_view all(buf.data(), limit);
+    for (size_t h = all.find("HloModule", scan); h != std::string_view::npos;
+         h = all.find("HloModule", h + 9)) {
+      size_t j = h;
+      while (j > 0 && (all[j - 1] == ' ' || all[j - 1] == '\t')) --j;
+      if (j != 0 && all[j - 1] != '\n') continue;
+      // The text before the file's first module is a chunk of its own (it is parsed as one
+      // unnamed module when it is not blank); later chunks start with a module.
+      if (j > start && (first || j - start >= FileAnalyzer::kChunkBytes)) submit(j);
     }
     scan = limit;
   };
   for (;;) {
-    if (cur.size() < len + kBlock + 1) cur.resize(std::max(2 * cur.size(), len + kBlock + 1));
-    auto n = (*in)->Read(cur.data() + len, kBlock);
+    if (buf.size() < len + kBlock + 1) buf.resize(std::max(2 * buf.size(), len + kBlock + 1));
+    auto n = (*in)->Read(buf.data() + len, kBlock);
     if (!n.ok()) {
       (void)a.Finish();  // what was read is written
       return n.status();
@@ -658,16 +622,22 @@ absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
     // The last complete line so far ends at the last newline.
     size_t last_nl = len;
     for (size_t i = len; i > from; --i) {
-      if (cur[i - 1] == '\n') {
+      if (buf[i - 1] == '\n') {
         last_nl = i - 1;
         break;
       }
     }
     if (last_nl < len && last_nl + 1 > scan) cut(last_nl + 1);
+    if (start > 0 && start >= len / 2) {
+      std::memmove(buf.data(), buf.data() + start, len - start);
+      len -= start;
+      scan -= start;
+      start = 0;
+    }
   }
-  if (len > 0 && cur[len - 1] != '\n') cur[len++] = '\n';  // a last line without its newline
+  if (len > 0 && buf[len - 1] != '\n') buf[len++] = '\n';  // a last line without its newline
   cut(len);
-  if (len > 0) submit(len, /*last=*/true);
+  if (len > start) submit(len);
   return a.Finish();
 }
 
