@@ -1,9 +1,14 @@
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "plugins/common/jsonl_writer.h"
 #include "plugins/common/plugin_io.h"
@@ -177,6 +182,47 @@ TEST(PluginMain, ErrorRecordsAndExitStatus) {
 
   o.inputs = {d.path() + "/in/bad.demo"};
   EXPECT_EQ(RunPluginOnInputs(TestInfo(), o, fn), 1);
+}
+
+// Several files are analysed at once (small ones into memory on worker threads, a large one on the
+// calling thread straight into the output); the output must be exactly that of one thread, in input
+// order, whatever order the files finish in.
+TEST(PluginMain, FilesAnalysedInParallelAreWrittenInInputOrder) {
+  TempDir d;
+  for (int i = 0; i < 40; ++i) {
+    char name[32];
+    std::snprintf(name, sizeof(name), "in/f%02d.demo", i);
+    d.Write(name, i == 17 ? "bad" : std::to_string(i));
+  }
+  d.Write("in/f20_large.demo", std::string(5 << 20, 'x'));  // over the in-memory limit
+  PluginOptions o;
+  o.inputs = {d.path() + "/in"};
+  AnalyzeFn fn = [](const std::string& path, JsonlWriter& out) -> absl::Status {
+    auto data = ReadWholeFile(path);
+    if (!data.ok()) return data.status();
+    if (*data == "bad") return InputError("bad content", 1, std::nullopt);
+    // Early files take longest, so later ones finish first.
+    int n = data->size() > 100 ? 0 : std::stoi(*data);
+    std::this_thread::sleep_for(std::chrono::milliseconds(n < 8 ? 30 - 3 * n : 0));
+    for (int k = 0; k < 3; ++k) {
+      Json r = out.Record("part");
+      r["k"] = k;
+      r["size"] = data->size();
+      out.Write(r);
+    }
+    return absl::OkStatus();
+  };
+  auto run = [&](const char* threads) {
+    setenv("FALCON_PLUGIN_THREADS", threads, 1);
+    o.output = d.path() + "/out-" + threads + ".jsonl";
+    EXPECT_EQ(RunPluginOnInputs(TestInfo(), o, fn), 0);
+    unsetenv("FALCON_PLUGIN_THREADS");
+    auto text = ReadWholeFile(o.output);
+    return text.ok() ? *text : std::string();
+  };
+  std::string one = run("1"), four = run("4");
+  EXPECT_EQ(std::count(one.begin(), one.end(), '\n'), 40 * 3 + 1);  // 40 files ok, 1 error
+  EXPECT_TRUE(one == four) << "the parallel run's output differs from the sequential one";
 }
 
 }  // namespace

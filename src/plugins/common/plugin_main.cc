@@ -1,9 +1,17 @@
 #include "plugins/common/plugin_main.h"
 
+#include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
 #include <iostream>
+#include <mutex>
 #include <sstream>
+#include <thread>
 
 #include <CLI/CLI.hpp>
 
@@ -11,23 +19,27 @@
 
 namespace falcon::plugins {
 
-absl::StatusOr<PluginOptions> ParsePluginArgs(const PluginInfo& info, int argc, const char* const* argv,
+absl::StatusOr<PluginOptions> ParsePluginArgs(const PluginInfo& info, int argc,
+                                              const char* const* argv,
                                               const std::map<std::string, std::string>& env) {
   PluginOptions opts;
-  CLI::App app(absl::StrCat(info.description, "\n\nDirectories are read recursively; they contribute ",
-                            info.file_kinds,
-                            ". Files named explicitly are always read. Gzip-compressed inputs are read "
-                            "transparently."),
-               info.name);
+  CLI::App app(
+      absl::StrCat(info.description, "\n\nDirectories are read recursively; they contribute ",
+                   info.file_kinds,
+                   ". Files named explicitly are always read. Gzip-compressed inputs are read "
+                   "transparently."),
+      info.name);
   app.set_help_flag("");  // handled below, so --help works even with missing env vars
   bool help = false;
   app.add_flag("-h,--help", help, "Print this help and exit");
   app.add_option("--input", opts.inputs,
                  "Input file or directory (repeatable). Default: $FALCON_INPUT_DIR");
-  app.add_option("--output", opts.output,
-                 absl::StrCat("Output JSONL file. Default: $FALCON_OUTPUT_DIR/", info.name, ".jsonl"));
-  app.footer("Exit status: 0 when at least one input was analysed, 1 when none could be, 2 on usage "
-             "errors. Record formats: docs/plugins.md.");
+  app.add_option(
+      "--output", opts.output,
+      absl::StrCat("Output JSONL file. Default: $FALCON_OUTPUT_DIR/", info.name, ".jsonl"));
+  app.footer(
+      "Exit status: 0 when at least one input was analysed, 1 when none could be, 2 on usage "
+      "errors. Record formats: docs/plugins.md.");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -66,7 +78,53 @@ Json ErrorRecord(const JsonlWriter& out, const absl::Status& s) {
 }
 }  // namespace
 
-int RunPluginOnInputs(const PluginInfo& info, const PluginOptions& options, const AnalyzeFn& analyze) {
+int PluginThreads() {
+  unsigned n = std::thread::hardware_concurrency();
+  if (const char* env = std::getenv("FALCON_PLUGIN_THREADS")) {
+    int v = 0;
+    auto r = std::from_chars(env, env + std::strlen(env), v);
+    if (r.ec == std::errc() && v > 0) n = static_cast<unsigned>(v);
+  }
+  return static_cast<int>(std::clamp(n, 1u, 8u));
+}
+
+namespace {
+// The outcome of one input file.
+struct FileResult {
+  absl::Status status;
+  double secs = 0;
+  std::string records;  // when analysed into memory: its records, serialized
+  uint64_t count = 0;
+  bool done = false;
+};
+
+absl::Status AnalyzeGuarded(const std::string& f, JsonlWriter& out, const AnalyzeFn& analyze) {
+  try {
+    return analyze(f, out);
+  } catch (const std::exception& e) {
+    // Library exceptions (allocation, JSON) end the file, not the run.
+    return absl::InternalError(absl::StrCat("unexpected failure: ", e.what()));
+  }
+}
+
+// Analyses a file into memory, with its error record when it fails.
+FileResult AnalyzeIntoMemory(const std::string& f, const AnalyzeFn& analyze) {
+  FileResult r;
+  std::ostringstream os;
+  JsonlWriter w(os);
+  w.set_source(f);
+  auto start = std::chrono::steady_clock::now();
+  r.status = AnalyzeGuarded(f, w, analyze);
+  if (!r.status.ok() && !IsAlreadyReported(r.status)) w.Write(ErrorRecord(w, r.status));
+  r.secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.records = std::move(os).str();
+  r.count = w.records_written();
+  return r;
+}
+}  // namespace
+
+int RunPluginOnInputs(const PluginInfo& info, const PluginOptions& options,
+                      const AnalyzeFn& analyze) {
   auto writer = JsonlWriter::OpenFile(options.output);
   if (!writer.ok()) {
     std::cerr << info.name << ": " << writer.status().message() << "\n";
@@ -95,26 +153,81 @@ int RunPluginOnInputs(const PluginInfo& info, const PluginOptions& options, cons
     }
     files.insert(files.end(), found->begin(), found->end());
   }
-  for (const auto& f : files) {
-    out.set_source(f);
-    auto start = std::chrono::steady_clock::now();
-    absl::Status s;
-    try {
-      s = analyze(f, out);
-    } catch (const std::exception& e) {
-      // Library exceptions (allocation, JSON) end the file, not the run.
-      s = absl::InternalError(absl::StrCat("unexpected failure: ", e.what()));
+  // Small files are analysed on worker threads into memory, a few ahead of the one being written;
+  // their records are written in input order, so the output is that of a sequential run. A file
+  // larger than kInMemoryBytes (a .gz: kInMemoryBytes / 8) is analysed on this thread straight into
+  // the output, once the files before it are written: its records are not held in memory.
+  constexpr uint64_t kInMemoryBytes = 4 << 20;
+  const int threads = files.size() > 1 ? PluginThreads() : 1;
+  const size_t window = 2 * static_cast<size_t>(threads) + 1;
+  std::vector<FileResult> results(files.size());
+  std::vector<bool> in_memory(files.size(), false);
+  for (size_t i = 0; i < files.size() && threads > 1; ++i) {
+    std::error_code ec;
+    uint64_t size = std::filesystem::file_size(files[i], ec);
+    const uint64_t limit = HasSuffixMaybeGz(files[i], ".gz") ? kInMemoryBytes / 8 : kInMemoryBytes;
+    in_memory[i] = !ec && size <= limit;
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<size_t> todo;  // in-memory files handed to the workers, not yet taken
+  bool stop = false;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads && threads > 1; ++t) {
+    workers.emplace_back([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      for (;;) {
+        cv.wait(lock, [&] { return stop || !todo.empty(); });
+        if (todo.empty()) return;
+        size_t i = todo.front();
+        todo.pop_front();
+        lock.unlock();
+        FileResult r = AnalyzeIntoMemory(files[i], analyze);
+        lock.lock();
+        results[i] = std::move(r);
+        results[i].done = true;
+        cv.notify_all();
+      }
+    });
+  }
+  size_t handed = 0;  // files [0, handed) were considered for the workers
+  for (size_t i = 0; i < files.size(); ++i) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (; handed < files.size() && handed < i + window; ++handed) {
+        if (in_memory[handed]) todo.push_back(handed);
+      }
     }
-    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (s.ok()) {
+    cv.notify_all();
+    const std::string& f = files[i];
+    FileResult r;
+    if (in_memory[i]) {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return results[i].done; });
+      r = std::move(results[i]);
+      lock.unlock();
+      out.WriteRaw(r.records, r.count);
+    } else {
+      out.set_source(f);
+      auto start = std::chrono::steady_clock::now();
+      r.status = AnalyzeGuarded(f, out, analyze);
+      if (!r.status.ok() && !IsAlreadyReported(r.status)) out.Write(ErrorRecord(out, r.status));
+      r.secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    if (r.status.ok()) {
       ++analysed;
-      std::cerr << info.name << ": " << f << ": ok (" << secs << " s)\n";
+      std::cerr << info.name << ": " << f << ": ok (" << r.secs << " s)\n";
     } else {
       ++failed;
-      if (!IsAlreadyReported(s)) out.Write(ErrorRecord(out, s));
-      std::cerr << info.name << ": " << f << ": " << s.message() << "\n";
+      std::cerr << info.name << ": " << f << ": " << r.status.message() << "\n";
     }
   }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    stop = true;
+  }
+  cv.notify_all();
+  for (auto& w : workers) w.join();
   absl::Status closed = out.Close();
   if (!closed.ok()) {
     std::cerr << info.name << ": " << closed.message() << "\n";

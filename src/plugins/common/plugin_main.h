@@ -44,8 +44,13 @@ absl::StatusOr<PluginOptions> ParsePluginArgs(const PluginInfo& info, int argc, 
                                               const std::map<std::string, std::string>& env);
 
 // Runs `analyze` over every input; returns the process exit status (see above). Progress and errors are also
-// reported on stderr.
+// reported on stderr. Several files are analysed at once on PluginThreads() threads (small ones into
+// memory, written in input order), so `analyze` must be safe to call concurrently for different files.
 int RunPluginOnInputs(const PluginInfo& info, const PluginOptions& options, const AnalyzeFn& analyze);
+
+// Threads a plugin uses: FALCON_PLUGIN_THREADS when set (a positive integer), else one per core; at
+// most 8.
+int PluginThreads();
 
 // main() of a plugin: reads the environment, parses argv, runs.
 int PluginMain(const PluginInfo& info, const AnalyzeFn& analyze, int argc, char** argv);

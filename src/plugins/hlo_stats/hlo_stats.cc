@@ -7,17 +7,19 @@
 #endif
 #include <charconv>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "plugins/common/plugin_io.h"
+#include "plugins/common/plugin_main.h"
 #include "plugins/hlo_stats/hlo_cost.h"
 #include "plugins/hlo_stats/hlo_parser.h"
 
@@ -396,25 +398,18 @@ class ModuleWriter {
 
 // Analyses the chunks of one file and writes their records in file order. The first chunk is
 // analysed on the calling thread when it is the only one (most dump files hold one module); from
-// the second on, worker threads (one per core, up to kMaxThreads) analyse chunks while the caller
+// the second on, PluginThreads() worker threads analyse chunks while the caller
 // reads the next ones and writes finished ones in order. At most 2 * threads + 1 chunks (their
 // text and records) are held at once. FALCON_PLUGIN_THREADS=N sets the number of threads.
 class FileAnalyzer {
  public:
   static constexpr size_t kChunkBytes =
       512 << 10;  // chunks are cut at the first module start past this
-  static constexpr int kMaxThreads = 8;
 
   FileAnalyzer(JsonlWriter& out, const std::string& filename)
       : out_(out), stage_(StageOf(filename)) {
     AppendJsonString(source_, out.source());
-    unsigned n = std::thread::hardware_concurrency();
-    if (const char* env = std::getenv("FALCON_PLUGIN_THREADS")) {
-      int v = 0;
-      auto r = std::from_chars(env, env + std::strlen(env), v);
-      if (r.ec == std::errc() && v > 0) n = static_cast<unsigned>(v);
-    }
-    threads_ = static_cast<int>(std::clamp(n, 1u, static_cast<unsigned>(kMaxThreads)));
+    threads_ = PluginThreads();
     max_in_flight_ = 2 * static_cast<size_t>(threads_) + 1;
   }
   ~FileAnalyzer() { StopWorkers(); }
@@ -581,7 +576,14 @@ absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
   // The file is cut into chunks at lines that start a module ("HloModule" after blanks), each chunk
   // (at least kChunkBytes unless it is the last, or the text before the first module) handed over
   // once complete; memory holds the chunks in flight and a read block.
-  constexpr size_t kBlock = 1 << 20;
+  // Read blocks of 1 MB, or the size of a smaller plain file (most dump files are a few KB: no
+  // 1 MB buffer to clear for each).
+  size_t block = 1 << 20;
+  if (!absl::EndsWith(path, ".gz")) {  // a .gz is read in 1 MB blocks of its decompressed text
+    std::error_code ec;
+    uintmax_t size = std::filesystem::file_size(path, ec);
+    if (!ec && size < block) block = static_cast<size_t>(size) + 1;
+  }
   std::vector<char>
       buf;  // buf[0, len) holds data (the vector's size is its capacity: never zero-filled twice)
   size_t len = 0;
@@ -610,8 +612,8 @@ absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
     scan = limit;
   };
   for (;;) {
-    if (buf.size() < len + kBlock + 1) buf.resize(std::max(2 * buf.size(), len + kBlock + 1));
-    auto n = (*in)->Read(buf.data() + len, kBlock);
+    if (buf.size() < len + block + 1) buf.resize(std::max(2 * buf.size(), len + block + 1));
+    auto n = (*in)->Read(buf.data() + len, block);
     if (!n.ok()) {
       (void)a.Finish();  // what was read is written
       return n.status();
