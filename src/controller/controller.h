@@ -128,7 +128,9 @@ class Controller {
   int64_t TimeoutSecondsFor(const api::v1::AnalysisRecord& rec) const;
   void ForgetId(const std::string& id);
   void EnqueueAdmitted();
-  absl::StatusOr<std::optional<runtime::PodStatus>> GetPod(const std::string& id);
+  // The analysis' Pod, nullopt when absent. `cached`: the runtime may answer from its watch alone
+  // (PodRuntime::GetCached), for a PENDING record, whose Pod is created and adopted on ALREADY_EXISTS.
+  absl::StatusOr<std::optional<runtime::PodStatus>> GetPod(const std::string& id, bool cached = false);
   void StartWatch();
 
   const ControllerConfig config_;

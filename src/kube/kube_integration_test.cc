@@ -347,7 +347,7 @@ TEST_F(KubeTest, FollowLogsAndDeleteWithGrace) {
 
 // While a watch runs, Get answers from the Pods it delivered: with a client limited to 1 request per
 // second, 50 Gets of a watched Pod take no time; a Pod the watch has not delivered is read from the API;
-// once the watch stops, Get reads the API again.
+// once the watch stops, Get reads the API again. GetCached also takes the watch's word for absence.
 TEST_F(KubeTest, GetAnswersFromTheWatchWhileItRuns) {
   auto cfg = LoadKubeconfig(g_cp->kubeconfig());
   ASSERT_TRUE(cfg.ok()) << cfg.status();
@@ -373,11 +373,20 @@ TEST_F(KubeTest, GetAnswersFromTheWatchWhileItRuns) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "50 Gets at 1 QPS: not answered from the watch";
   EXPECT_EQ(rt.Get("falcon-analysis-unwatched").status().code(), absl::StatusCode::kNotFound);
+  // GetCached takes the watch's word for a Pod it has not delivered: no request at all.
+  t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(rt.GetCached("falcon-analysis-unwatched").status().code(), absl::StatusCode::kNotFound);
+    ASSERT_TRUE(rt.GetCached("falcon-analysis-cached1").ok());
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 2s) << "20 GetCached misses at 1 QPS sent requests";
   watch.reset();
   // Without the watch every Get is a request again: the 1 QPS limiter makes 4 of them take about 3 s.
   t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 4; ++i) ASSERT_TRUE(rt.Get("falcon-analysis-cached1").ok());
   EXPECT_GT(std::chrono::steady_clock::now() - t0, 1500ms) << "Get still answered from a stopped watch";
+  // And so is GetCached: with no watch it cannot take a miss for absence.
+  ASSERT_TRUE(rt.GetCached("falcon-analysis-cached1").ok());
 }
 
 TEST_F(KubeTest, StatusMappingOfWrittenStatuses) {

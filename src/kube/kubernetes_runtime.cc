@@ -192,6 +192,18 @@ absl::StatusOr<PodStatus> KubernetesRuntime::Get(const std::string& name) {
   return PodStatusFromObject(*r);
 }
 
+absl::StatusOr<PodStatus> KubernetesRuntime::GetCached(const std::string& name) {
+  {
+    std::lock_guard<std::mutex> l(cache_->mu);
+    auto it = cache_->pods.find(name);
+    if (it != cache_->pods.end()) return it->second;
+    if (cache_->watches > 0) {
+      return absl::NotFoundError(absl::StrCat("Pod ", name, " is not among the watched Pods"));
+    }
+  }
+  return Get(name);
+}
+
 absl::StatusOr<std::vector<PodStatus>> KubernetesRuntime::List(const runtime::LabelSelector& selector) {
   auto r = client_.List(PodsPath(), FormatLabelSelector(selector));
   if (!r.ok()) return r.status();
@@ -206,10 +218,14 @@ template <typename Cache>
 class InformerHandle : public runtime::WatchHandle {
  public:
   InformerHandle(std::unique_ptr<Informer> inf, std::shared_ptr<Cache> cache)
-      : inf_(std::move(inf)), cache_(std::move(cache)) {}
+      : inf_(std::move(inf)), cache_(std::move(cache)) {
+    std::lock_guard<std::mutex> l(cache_->mu);
+    ++cache_->watches;
+  }
   ~InformerHandle() override {
     inf_.reset();  // no more events
     std::lock_guard<std::mutex> l(cache_->mu);
+    --cache_->watches;
     cache_->pods.clear();  // nobody keeps it fresh any more: Get reads the API again
   }
 

@@ -50,6 +50,8 @@ class KubernetesRuntime : public runtime::PodRuntime {
   absl::Status Create(const runtime::PodSpec& spec) override;
   absl::Status Delete(const std::string& name, int grace_seconds) override;
   absl::StatusOr<runtime::PodStatus> Get(const std::string& name) override;
+  // While a watch runs, answers from its Pods only (no request); else as Get.
+  absl::StatusOr<runtime::PodStatus> GetCached(const std::string& name) override;
   absl::StatusOr<std::vector<runtime::PodStatus>> List(const runtime::LabelSelector& selector) override;
   std::unique_ptr<runtime::WatchHandle> Watch(const runtime::LabelSelector& selector,
                                               std::function<void(const runtime::PodEvent&)> on_event) override;
@@ -70,6 +72,7 @@ class KubernetesRuntime : public runtime::PodRuntime {
   struct PodCache {
     std::mutex mu;
     std::map<std::string, runtime::PodStatus> pods;  // guarded by mu
+    int watches = 0;                                 // live watches; guarded by mu
   };
 
   std::string PodsPath() const;

@@ -80,6 +80,10 @@ class PodRuntime {
   virtual absl::Status Delete(const std::string& name, int grace_seconds) = 0;
   // NOT_FOUND if absent.
   virtual absl::StatusOr<PodStatus> Get(const std::string& name) = 0;
+  // As Get, but a runtime that keeps its watches' Pods may answer from them alone: then NOT_FOUND also
+  // for a Pod created so recently that no watch event has shown it yet. For callers that cope with
+  // that, e.g. one about to Create the Pod, which gives ALREADY_EXISTS for a Pod that exists.
+  virtual absl::StatusOr<PodStatus> GetCached(const std::string& name) { return Get(name); }
   virtual absl::StatusOr<std::vector<PodStatus>> List(const LabelSelector& selector) = 0;
   // Delivers ADDED/MODIFIED/DELETED events for matching Pods from a runtime thread until the handle is
   // destroyed. After a (re)connect the current Pods are delivered again as ADDED; a consumer must treat
