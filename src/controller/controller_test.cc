@@ -1,11 +1,12 @@
-// The controller's state machine with fakes and a FakeClock, driven without background threads:
-// BecomeLeaderForTest runs recovery; DrainQueueForTest runs the reconciles that are ready.
+// The controller's state machine with fakes and a FakeClock, driven without background threads through
+// the ControllerPeer: BecomeLeader runs recovery; DrainQueue runs the reconciles that are ready.
 #include "controller/controller.h"
 
 #include <gtest/gtest.h>
 
 #include "absl/strings/match.h"
 #include "common/ids.h"
+#include "controller/testing/controller_peer.h"
 #include "controller/testing/fake_api_client.h"
 #include "controller/testing/fake_pod_runtime.h"
 #include "controller/testing/memory_object_store.h"
@@ -46,7 +47,7 @@ class ControllerTest : public ::testing::Test {
     c_.reset();
     c_ = std::make_unique<Controller>(
         config_, ControllerDeps{&api_, &rt_, &store_, &elector_, catalog_.get(), &clock_, &random_, &metrics_});
-    c_->BecomeLeaderForTest(++epoch_);
+    Peer().BecomeLeader(++epoch_);
   }
 
   std::string Online(const std::string& command = "echo hi") {
@@ -59,6 +60,7 @@ class ControllerTest : public ::testing::Test {
     EXPECT_TRUE(id.ok()) << id.status();
     return id.value_or("");
   }
+  testing::ControllerPeer Peer() { return testing::ControllerPeer(*c_); }
   api::v1::AnalysisStatus Status(const std::string& id) { return api_.Record(id).status(); }
   std::string Pod(const std::string& id) { return PodNameForAnalysis(id); }
 
@@ -78,26 +80,26 @@ class ControllerTest : public ::testing::Test {
 TEST_F(ControllerTest, SucceededPodMakesTheRecordSucceededAndKeepsTheLog) {
   std::string id = Online();
   EXPECT_EQ(Status(id), ANALYSIS_STATUS_PENDING);
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_EQ(Status(id), ANALYSIS_STATUS_RUNNING) << "RUNNING once its Pod exists";
   ASSERT_TRUE(rt_.Exists(Pod(id)));
   EXPECT_FALSE(api_.Record(id).result_gcs_path().empty());
   rt_.SetPhase(Pod(id), PodPhase::kRunning);
   rt_.SetLogs(Pod(id), "hello\n");
   rt_.SetPhase(Pod(id), PodPhase::kSucceeded);
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_EQ(Status(id), ANALYSIS_STATUS_SUCCEEDED);
   EXPECT_EQ(store_.Value("analysis/e1/" + id + "/output.log"), "hello\n")
       << "the runtime's log is stored when the runner did not upload one";
-  EXPECT_EQ(c_->admission().Running(QueueKind::kOnline), 0);
+  EXPECT_EQ(Peer().admission().Running(QueueKind::kOnline), 0);
 }
 
 TEST_F(ControllerTest, FailedPodGivesExitCodeAndLastLogLines) {
   std::string id = Online("exit 3");
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   store_.Set("analysis/e1/" + id + "/output.log", "line 1\nTraceback: boom\n");
   rt_.SetPhase(Pod(id), PodPhase::kFailed, 3, "Error");
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   auto rec = api_.Record(id);
   EXPECT_EQ(rec.status(), ANALYSIS_STATUS_FAILED);
   EXPECT_TRUE(absl::StrContains(rec.error_message(), "exit code 3")) << rec.error_message();
@@ -108,46 +110,46 @@ TEST_F(ControllerTest, FailedPodGivesExitCodeAndLastLogLines) {
 
 TEST_F(ControllerTest, PodDeletedExternallyFailsTheRecord) {
   std::string id = Online();
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   rt_.SetPhase(Pod(id), PodPhase::kRunning);
   rt_.RemoveExternally(Pod(id));
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_EQ(Status(id), ANALYSIS_STATUS_FAILED);
   EXPECT_EQ(api_.Record(id).error_message(), "pod deleted externally");
 }
 
 TEST_F(ControllerTest, PodBeingDeletedByAnotherCountsAsDeletedExternally) {
   std::string id = Online();
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   rt_.SetPhase(Pod(id), PodPhase::kRunning);
   rt_.MarkDeleting(Pod(id));
   rt_.SetPhase(Pod(id), PodPhase::kFailed, 143, "Error");  // SIGTERM's exit status says nothing
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_EQ(api_.Record(id).error_message(), "pod deleted externally");
 }
 
 TEST_F(ControllerTest, PodDeletedWhileNoEventArrivesIsHealedByResync) {
   std::string id = Online();
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   // The watch event is lost (cleared below): nothing is enqueued until the resync.
   rt_.RemoveExternally(Pod(id));
-  c_->queue().Clear();
-  c_->DrainQueueForTest();
+  Peer().queue().Clear();
+  Peer().DrainQueue();
   EXPECT_EQ(Status(id), ANALYSIS_STATUS_RUNNING);
-  ASSERT_TRUE(c_->Resync().ok());
-  c_->DrainQueueForTest();
+  ASSERT_TRUE(Peer().Resync().ok());
+  Peer().DrainQueue();
   EXPECT_EQ(Status(id), ANALYSIS_STATUS_FAILED);
 }
 
 TEST_F(ControllerTest, PodThatNeverStartsFailsAfterTheStartTimeout) {
   std::string id = Online();
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   ASSERT_EQ(Status(id), ANALYSIS_STATUS_RUNNING);
   clock_.Advance(seconds(59));
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_EQ(Status(id), ANALYSIS_STATUS_RUNNING);
   clock_.Advance(seconds(1));
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   auto rec = api_.Record(id);
   EXPECT_EQ(rec.status(), ANALYSIS_STATUS_FAILED);
   EXPECT_TRUE(absl::StrContains(rec.error_message(), "did not start within 60s")) << rec.error_message();
@@ -160,11 +162,11 @@ TEST_F(ControllerTest, DeadlineExceededSaysTimedOut) {
   req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
   req.set_plugin_name("file-stats");
   std::string id = *c_->CreateAnalysis(req);
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_EQ(rt_.Spec(Pod(id)).active_deadline_seconds, 600);
   rt_.SetPhase(Pod(id), PodPhase::kRunning);
   rt_.SetPhase(Pod(id), PodPhase::kFailed, 137, "DeadlineExceeded");
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_TRUE(absl::StrContains(api_.Record(id).error_message(), "timed out after 600s"))
       << api_.Record(id).error_message();
 }
@@ -172,20 +174,20 @@ TEST_F(ControllerTest, DeadlineExceededSaysTimedOut) {
 TEST_F(ControllerTest, AdmissionLimitAndFifo) {
   std::vector<std::string> ids;
   for (int i = 0; i < 5; ++i) ids.push_back(Online());
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_EQ(Status(ids[0]), ANALYSIS_STATUS_RUNNING);
   EXPECT_EQ(Status(ids[1]), ANALYSIS_STATUS_RUNNING);
   for (int i = 2; i < 5; ++i) EXPECT_EQ(Status(ids[i]), ANALYSIS_STATUS_PENDING) << i;
   EXPECT_EQ(rt_.Alive(), 2);
   rt_.SetPhase(Pod(ids[1]), PodPhase::kSucceeded);
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_EQ(Status(ids[2]), ANALYSIS_STATUS_RUNNING) << "the oldest waiting one goes next";
   EXPECT_EQ(Status(ids[3]), ANALYSIS_STATUS_PENDING);
   for (int round = 0; round < 5; ++round) {
     for (const auto& id : ids) {
       if (Status(id) == ANALYSIS_STATUS_RUNNING) rt_.SetPhase(Pod(id), PodPhase::kSucceeded);
     }
-    c_->DrainQueueForTest();
+    Peer().DrainQueue();
   }
   for (const auto& id : ids) EXPECT_EQ(Status(id), ANALYSIS_STATUS_SUCCEEDED);
   EXPECT_EQ(rt_.max_alive(), 2);
@@ -194,12 +196,12 @@ TEST_F(ControllerTest, AdmissionLimitAndFifo) {
 TEST_F(ControllerTest, RecoveryAdoptsRecreatesAndCountsSlotsFromTheRuntime) {
   std::vector<std::string> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(Online());
-  c_->DrainQueueForTest();  // 0,1 running; 2,3 pending
+  Peer().DrainQueue();  // 0,1 running; 2,3 pending
   rt_.SetPhase(Pod(ids[0]), PodPhase::kSucceeded);  // finished while no controller watched
   rt_.RemoveExternally(Pod(ids[1]));                 // vanished while no controller watched
   // A Pod created just before a crash, whose record still says PENDING.
   NewController();  // "restart": a fresh controller recovers
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_EQ(Status(ids[0]), ANALYSIS_STATUS_SUCCEEDED) << "RUNNING with a finished Pod is finished";
   EXPECT_EQ(Status(ids[1]), ANALYSIS_STATUS_RUNNING) << "RUNNING without a Pod is recreated";
   EXPECT_TRUE(rt_.Exists(Pod(ids[1])));
@@ -217,13 +219,13 @@ TEST_F(ControllerTest, RecoveryAdoptsAPodWhoseRecordIsStillPending) {
   spec.labels = {{runtime::kAnalysisIdLabel, id},
                  {runtime::kAnalysisTypeLabel, "online"},
                  {runtime::kManagedByLabel, runtime::kManagedByValue}};
-  c_->queue().Clear();
+  Peer().queue().Clear();
   ASSERT_TRUE(rt_.Create(spec).ok());
   NewController();
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_EQ(Status(id), ANALYSIS_STATUS_RUNNING);
   EXPECT_EQ(rt_.creates(Pod(id)), 1) << "adopted, not created twice";
-  EXPECT_EQ(c_->admission().Running(QueueKind::kOnline), 1);
+  EXPECT_EQ(Peer().admission().Running(QueueKind::kOnline), 1);
 }
 
 TEST_F(ControllerTest, RecreateGivesUpAfterMaxAttemptsNamingTheReason) {
@@ -232,7 +234,7 @@ TEST_F(ControllerTest, RecreateGivesUpAfterMaxAttemptsNamingTheReason) {
   std::string id = Online();
   rt_.FailCreates(100, absl::UnavailableError("no space left on device"));
   for (int i = 0; i < 10; ++i) {
-    c_->DrainQueueForTest();
+    Peer().DrainQueue();
     clock_.Advance(seconds(120));
   }
   auto rec = api_.Record(id);
@@ -245,7 +247,7 @@ TEST_F(ControllerTest, CancelPendingRunningAndFinished) {
   config_.online_concurrency = 1;
   NewController();
   std::string running = Online(), pending = Online();
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   ASSERT_EQ(Status(running), ANALYSIS_STATUS_RUNNING);
   ASSERT_EQ(Status(pending), ANALYSIS_STATUS_PENDING);
   rt_.SetLogs(Pod(running), "partial\n");
@@ -254,14 +256,14 @@ TEST_F(ControllerTest, CancelPendingRunningAndFinished) {
   ASSERT_TRUE(c_->CancelAnalysis(running).ok());
   EXPECT_EQ(Status(running), ANALYSIS_STATUS_CANCELLED);
   EXPECT_FALSE(rt_.Exists(Pod(running)));
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_FALSE(rt_.Exists(Pod(pending))) << "a cancelled pending analysis never gets a Pod";
   EXPECT_TRUE(c_->CancelAnalysis(running).ok()) << "idempotent";
   EXPECT_EQ(Status(running), ANALYSIS_STATUS_CANCELLED);
   std::string done = Online();
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   rt_.SetPhase(Pod(done), PodPhase::kSucceeded);
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_TRUE(c_->CancelAnalysis(done).ok());
   EXPECT_EQ(Status(done), ANALYSIS_STATUS_SUCCEEDED) << "cancelling a finished one is a no-op";
   EXPECT_EQ(c_->CancelAnalysis("nope").code(), absl::StatusCode::kNotFound);
@@ -269,7 +271,7 @@ TEST_F(ControllerTest, CancelPendingRunningAndFinished) {
 
 TEST_F(ControllerTest, DeleteWithAndWithoutPurge) {
   std::string a = Online(), b = Online();
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   store_.Set("analysis/e1/" + a + "/output.log", "x");
   store_.Set("analysis/e1/" + b + "/output.log", "y");
   ASSERT_TRUE(c_->DeleteAnalysis(a, false).ok());
@@ -307,7 +309,7 @@ TEST_F(ControllerTest, ValidationSaysWhatToFix) {
   req.set_script_name("x.py");
   auto id = c_->CreateAnalysis(req);
   ASSERT_TRUE(id.ok()) << id.status();
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_EQ(rt_.Spec(Pod(*id)).resources.memory_limit, "2Gi") << "the override reaches the Pod";
   EXPECT_EQ(store_.Value("analysis/e1/" + *id + "/script/x.py"), "print(1)") << "the script is staged";
 }
@@ -325,8 +327,8 @@ TEST_F(ControllerTest, StandbyAnswersUnavailable) {
 TEST_F(ControllerTest, OfflinePollerCreatesOncePerArtifactAndSkipsUnknownTypes) {
   api_.AddArtifact("e1", "mystery", "file:///data/m.bin");
   for (int i = 0; i < 5; ++i) {
-    ASSERT_TRUE(c_->PollOnce().ok());
-    c_->DrainQueueForTest();
+    ASSERT_TRUE(Peer().PollOnce().ok());
+    Peer().DrainQueue();
   }
   auto all = api_.AllRecords();
   ASSERT_EQ(all.size(), 1u) << "one offline analysis, no duplicates, none for the unknown type";
@@ -344,15 +346,15 @@ TEST_F(ControllerTest, MutatingCallsCarryTheEpochAndAnOlderLeaderIsFenced) {
   api_.SetLeaseEpoch(epoch_ + 5);
   ASSERT_TRUE(api_.UpdateAnalysisRecord(id, api_.Record(id), {"name"}).ok());
   api_.SetLeaseEpoch(epoch_);
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   EXPECT_EQ(Status(id), ANALYSIS_STATUS_PENDING);
 }
 
 TEST_F(ControllerTest, MetricsExposeQueuesStatusesAndLatency) {
   std::string id = Online();
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   rt_.SetPhase(Pod(id), PodPhase::kSucceeded);
-  c_->DrainQueueForTest();
+  Peer().DrainQueue();
   std::string m = metrics_.RenderPrometheus();
   EXPECT_TRUE(absl::StrContains(m, "falcon_controller_analyses_finished_total{status=\"succeeded\"} 1")) << m;
   EXPECT_TRUE(absl::StrContains(m, "falcon_controller_running{queue=\"online\"} 0")) << m;

@@ -115,11 +115,22 @@ absl::StatusOr<apiv1::AnalysisRecord> FakeApiClient::CreateAnalysisRecord(const 
     }
   }
   apiv1::AnalysisRecord rec = r;
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), "a-%06d", next_id_++);
-  rec.set_analysis_id(buf);
+  std::string id = r.analysis_id();
+  if (!id.empty()) {
+    // Like the API server: a proposed id that exists is a retried create of the same analysis.
+    auto it = records_.find(id);
+    if (it != records_.end()) {
+      if (it->second.exp_id() == r.exp_id() && it->second.analysis_type() == r.analysis_type()) return it->second;
+      return absl::AlreadyExistsError("analysis " + id + " exists");
+    }
+  } else {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "a-%06d", next_id_++);
+    id = buf;
+  }
+  rec.set_analysis_id(id);
   rec.set_status(apiv1::ANALYSIS_STATUS_PENDING);
-  records_[buf] = rec;
+  records_[id] = rec;
   return rec;
 }
 

@@ -1,0 +1,50 @@
+// Operations: the AnalyzerControllerService's requests, as the controller carries them out.
+//
+//  - CreateAnalysis validates the request (saying what to fix), stores a resource override (OverrideStore)
+//    before creating the record through the API server, and enqueues the new id; the reconciler does the
+//    rest.
+//  - CancelAnalysis makes the record CANCELLED, then stops its Pod (best effort: the reconciler makes sure).
+//  - DeleteAnalysis stops the Pod (waiting, bounded, for it to be gone), deletes the record and, with
+//    purge, its objects.
+//  - GetAnalysisLogs reads the live log from the runtime, or output.log from the object store once the
+//    analysis is terminal (or the Pod is gone).
+//  - ListPlugins / GetPlugin answer from the catalog.
+//
+// Every call answers UNAVAILABLE "not the leader" unless the replica is acting. Borrows the
+// ControllerContext. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "controller/context.h"
+#include "falcon/analyzer/v1/analyzer.pb.h"
+
+namespace falcon::controller {
+
+namespace analyzerv1 = ::falcon::analyzer::v1;
+
+inline constexpr int64_t kMaxScriptBytes = 1 << 20;
+inline constexpr int64_t kMaxLogChunkBytes = 4 << 20;
+
+class Operations {
+ public:
+  explicit Operations(ControllerContext& ctx) : ctx_(ctx) {}
+
+  absl::StatusOr<std::string> CreateAnalysis(const analyzerv1::CreateAnalysisRequest& req);
+  absl::Status CancelAnalysis(const std::string& id);
+  absl::Status DeleteAnalysis(const std::string& id, bool purge);
+  absl::StatusOr<analyzerv1::GetAnalysisLogsResponse> GetAnalysisLogs(const std::string& id, int64_t offset);
+  absl::StatusOr<std::vector<api::v1::Plugin>> ListPlugins();
+  absl::StatusOr<api::v1::Plugin> GetPlugin(const std::string& name);
+
+ private:
+  absl::Status CheckActing() const;
+
+  ControllerContext& ctx_;
+};
+
+}  // namespace falcon::controller

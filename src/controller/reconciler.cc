@@ -1,0 +1,438 @@
+#include "controller/reconciler.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/ids.h"
+#include "common/status.h"
+#include "controller/pod_builder.h"
+#include "spdlog/spdlog.h"
+
+namespace falcon::controller {
+
+namespace {
+
+using api::v1::AnalysisRecord;
+using api::v1::AnalysisStatus;
+
+const char* StatusWord(AnalysisStatus s) {
+  switch (s) {
+    case api::v1::ANALYSIS_STATUS_PENDING: return "pending";
+    case api::v1::ANALYSIS_STATUS_RUNNING: return "running";
+    case api::v1::ANALYSIS_STATUS_SUCCEEDED: return "succeeded";
+    case api::v1::ANALYSIS_STATUS_FAILED: return "failed";
+    case api::v1::ANALYSIS_STATUS_CANCELLED: return "cancelled";
+    default: return "unspecified";
+  }
+}
+
+std::string LastLines(const std::string& text, int n, size_t max_bytes = 4096) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r')) t.pop_back();
+  size_t pos = t.size();
+  int lines = 0;
+  while (pos > 0 && lines < n) {
+    size_t nl = t.rfind('\n', pos - 1);
+    if (nl == std::string::npos) {
+      pos = 0;
+      break;
+    }
+    pos = nl;
+    ++lines;
+  }
+  std::string out = t.substr(pos == 0 ? 0 : pos + 1);
+  if (out.size() > max_bytes) out = "..." + out.substr(out.size() - max_bytes);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<api::v1::Resources>> Reconciler::Override(const std::string& id) {
+  AnalysisState st = ctx_.table.Get(id);
+  if (st.override_known) return st.override_resources;
+  // Not created by this replica in this term (a restart, a leader change): the store has the truth.
+  FALCON_ASSIGN_OR_RETURN(std::optional<api::v1::Resources> ov, ctx_.overrides.Get(id));
+  ctx_.table.Update(id, [&](AnalysisState& a) {
+    a.override_known = true;
+    a.override_resources = ov;
+  });
+  if (ov) spdlog::info("analysis {}: using its stored resource override", id);
+  return ov;
+}
+
+absl::StatusOr<std::optional<runtime::PodStatus>> Reconciler::GetPod(const std::string& id, bool cached) {
+  const std::string name = PodNameForAnalysis(id);
+  auto pod = cached ? ctx_.deps.runtime->GetCached(name) : ctx_.deps.runtime->Get(name);
+  if (absl::IsNotFound(pod.status())) return std::optional<runtime::PodStatus>();
+  if (!pod.ok()) return pod.status();
+  return std::optional<runtime::PodStatus>(std::move(*pod));
+}
+
+absl::Status Reconciler::Reconcile(const std::string& id, Outcome* out) {
+  if (ctx_.table.Get(id).deleting) return absl::OkStatus();
+  auto rec_or = ctx_.deps.api->GetAnalysisRecord(id);
+  if (absl::IsNotFound(rec_or.status())) {
+    // The record is gone (deleted): make sure nothing of it keeps running.
+    FALCON_ASSIGN_OR_RETURN(auto pod, GetPod(id));
+    if (pod && !pod->deleting) {
+      spdlog::info("analysis {} has no record any more; deleting its pod", id);
+      absl::Status s = ctx_.deps.runtime->Delete(pod->name, ctx_.config.delete_grace_seconds);
+      if (!s.ok() && !absl::IsNotFound(s)) return s;
+    }
+    ctx_.Forget(id, /*if_tracked=*/true);
+    ctx_.table.Erase(id);
+    return absl::OkStatus();
+  }
+  if (!rec_or.ok()) return rec_or.status();
+  AnalysisRecord rec = std::move(*rec_or);
+  // A PENDING record's Pod usually does not exist yet: the watch's word for it saves a GET per new
+  // analysis (at a low --kube-qps, half the requests of a Pod's creation). If the Pod does exist after
+  // all, creating it gives ALREADY_EXISTS and it is adopted.
+  FALCON_ASSIGN_OR_RETURN(auto pod,
+                          GetPod(id, /*cached=*/rec.status() == api::v1::ANALYSIS_STATUS_PENDING));
+
+  if (IsTerminal(rec.status())) return ReconcileTerminal(rec, pod, out);
+
+  const QueueKind q = QueueFor(rec.analysis_type());
+  if (rec.status() == api::v1::ANALYSIS_STATUS_PENDING) {
+    if (!pod) {
+      if (!ctx_.admission.IsAdmitted(id)) {
+        ctx_.admission.Enqueue(q, id);
+        for (const auto& a : ctx_.admission.Admit()) {
+          if (a != id) ctx_.queue.Add(a);
+        }
+        if (!ctx_.admission.IsAdmitted(id)) return absl::OkStatus();  // waits for a slot
+      }
+      return CreatePod(rec, /*recreate=*/false, out);
+    }
+    // Its Pod exists (created before a crash, or by another replica): adopt it.
+    bool finished = pod->phase == runtime::PodPhase::kSucceeded || pod->phase == runtime::PodPhase::kFailed;
+    if (!finished) ctx_.admission.MarkRunning(q, id);
+    auto marked = MarkRunning(rec);
+    if (absl::IsFailedPrecondition(marked.status())) return UpdateConflict(id, marked.status(), out);
+    if (!marked.ok()) return marked.status();
+    rec = std::move(*marked);
+  }
+  if (!pod) {
+    if (ctx_.table.Get(id).recreate) {
+      if (!ctx_.admission.IsAdmitted(id)) ctx_.admission.MarkRunning(q, id);
+      return CreatePod(rec, /*recreate=*/true, out);
+    }
+    spdlog::warn("analysis {}: its pod is gone while RUNNING", id);
+    FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, "pod deleted externally"));
+    ctx_.Forget(id);
+    return absl::OkStatus();
+  }
+  return ReconcileRunning(std::move(rec), *pod, out);
+}
+
+absl::Status Reconciler::ReconcileRunning(AnalysisRecord rec, const runtime::PodStatus& pod,
+                                          Outcome* out) {
+  const std::string& id = rec.analysis_id();
+  Time now = ctx_.deps.clock->Now();
+  if (pod.deleting) {
+    // This replica deletes a Pod of a RUNNING record only after making the record terminal (or while
+    // DeleteAnalysis runs), so a Pod being deleted under a RUNNING record was deleted by someone else. Its
+    // exit status (e.g. 143 from SIGTERM) says nothing about the analysis.
+    spdlog::warn("analysis {}: its pod is being deleted while RUNNING", id);
+    EnsureLog(rec, pod.name);
+    FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, "pod deleted externally"));
+    ctx_.Forget(id);
+    out->requeue_after = std::chrono::seconds(1);
+    return absl::OkStatus();
+  }
+  switch (pod.phase) {
+    case runtime::PodPhase::kSucceeded: {
+      EnsureLog(rec, pod.name);
+      FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_SUCCEEDED, ""));
+      break;
+    }
+    case runtime::PodPhase::kFailed: {
+      std::string tail = EnsureLog(rec, pod.name);
+      FALCON_RETURN_IF_ERROR(
+          Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, FailureMessage(rec, pod, tail)));
+      break;
+    }
+    case runtime::PodPhase::kPending:
+    case runtime::PodPhase::kUnknown: {
+      if (pod.deleting) {
+        out->requeue_after = std::chrono::seconds(1);
+        return absl::OkStatus();
+      }
+      Time deadline = pod.created_at + ctx_.config.pod_start_timeout;
+      if (now >= deadline) {
+        std::string why = pod.reason.empty() ? "" : absl::StrCat(" (", pod.reason,
+                                                                  pod.message.empty() ? "" : ": ",
+                                                                  pod.message, ")");
+        std::string msg = absl::StrCat(
+            "pod did not start within ",
+            std::chrono::duration_cast<std::chrono::seconds>(ctx_.config.pod_start_timeout).count(), "s",
+            why);
+        spdlog::warn("analysis {}: {}", id, msg);
+        absl::Status del = ctx_.deps.runtime->Delete(pod.name, 0);
+        if (!del.ok() && !absl::IsNotFound(del)) return del;
+        FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, msg));
+        break;
+      }
+      out->requeue_after = deadline - now;
+      return absl::OkStatus();
+    }
+    case runtime::PodPhase::kRunning: {
+      if (pod.deleting) {
+        out->requeue_after = std::chrono::seconds(1);
+        return absl::OkStatus();
+      }
+      // The runtime enforces active_deadline_seconds; this is the backstop if it does not.
+      int64_t timeout = TimeoutSecondsFor(rec);
+      Time started = pod.started_at.value_or(pod.created_at);
+      Time backstop = started + std::chrono::seconds(timeout) +
+                      std::chrono::seconds(ctx_.config.delete_grace_seconds + 30);
+      if (timeout > 0 && now >= backstop) {
+        std::string tail = EnsureLog(rec, pod.name);
+        absl::Status del = ctx_.deps.runtime->Delete(pod.name, ctx_.config.delete_grace_seconds);
+        if (!del.ok() && !absl::IsNotFound(del)) return del;
+        std::string msg = absl::StrCat("timed out after ", timeout, "s");
+        if (!tail.empty()) absl::StrAppend(&msg, "; last log lines:\n", LastLines(tail, ctx_.config.error_log_lines));
+        FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, msg));
+        break;
+      }
+      if (timeout > 0) out->requeue_after = backstop - now;
+      return absl::OkStatus();
+    }
+  }
+  // Terminal now: free the slot and look at the Pod once more (log, retention).
+  ctx_.Forget(id);
+  out->requeue_after = Duration::zero();
+  return absl::OkStatus();
+}
+
+absl::Status Reconciler::ReconcileTerminal(const AnalysisRecord& rec,
+                                           const std::optional<runtime::PodStatus>& pod, Outcome* out) {
+  const std::string& id = rec.analysis_id();
+  if (!pod) {
+    ctx_.Forget(id, /*if_tracked=*/true);
+    ctx_.table.Erase(id);
+    return absl::OkStatus();
+  }
+  ctx_.Forget(id);
+  bool finished = pod->phase == runtime::PodPhase::kSucceeded || pod->phase == runtime::PodPhase::kFailed;
+  if (!finished) {
+    // e.g. CANCELLED while running: the Pod must stop (the runner uploads its log on SIGTERM).
+    if (!pod->deleting) {
+      absl::Status s = ctx_.deps.runtime->Delete(pod->name, ctx_.config.delete_grace_seconds);
+      if (!s.ok() && !absl::IsNotFound(s)) return s;
+    }
+    // Save what the runtime has now, in case the runner cannot upload; the runner's upload wins later.
+    EnsureLog(rec, pod->name);
+    out->requeue_after = std::chrono::seconds(1);
+    return absl::OkStatus();
+  }
+  if (!ctx_.table.Get(id).log_finalized) EnsureLog(rec, pod->name);
+  Time done = pod->finished_at.value_or(pod->created_at);
+  if (ctx_.config.finished_pod_retention.count() >= 0 &&
+      ctx_.deps.clock->Now() >= done + ctx_.config.finished_pod_retention) {
+    absl::Status s = ctx_.deps.runtime->Delete(pod->name, 0);
+    if (!s.ok() && !absl::IsNotFound(s)) return s;
+    ctx_.table.Erase(id);
+    return absl::OkStatus();
+  }
+  ctx_.table.Update(id, [](AnalysisState& a) { a.log_finalized = true; });
+  return absl::OkStatus();
+}
+
+absl::Status Reconciler::CreatePod(const AnalysisRecord& rec, bool recreate, Outcome* out) {
+  const std::string& id = rec.analysis_id();
+  if (!ctx_.acting.load()) return absl::OkStatus();
+  const api::v1::Plugin* plugin = nullptr;
+  if (!rec.plugin_name().empty()) {
+    plugin = ctx_.deps.catalog->Find(rec.plugin_name());
+    if (plugin == nullptr && rec.command().empty()) {
+      FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED,
+                                    absl::StrCat("plugin '", rec.plugin_name(),
+                                                 "' is not in the controller's catalog any more")));
+      ctx_.Forget(id);
+      return absl::OkStatus();
+    }
+  }
+  auto fail_attempt = [&](const absl::Status& cause) -> absl::Status {
+    int attempts = ctx_.table.Update(id, [](AnalysisState& a) { return ++a.create_attempts; });
+    if (attempts < ctx_.config.max_create_attempts) return cause;  // retried with backoff
+    std::string msg = absl::StrCat(recreate ? "pod missing after a controller restart; " : "",
+                                   "could not create the pod after ", attempts,
+                                   " attempts: ", std::string(cause.message()));
+    spdlog::error("analysis {}: {}", id, msg);
+    FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, msg));
+    ctx_.Forget(id);
+    return absl::OkStatus();
+  };
+
+  // Inputs: offline -> the record's artifact; online -> every artifact of the Exp (or the one named).
+  PodInputs inputs;
+  inputs.object_store_url = ctx_.deps.store->RootUrl();
+  auto exp = ctx_.deps.api->GetExp(rec.exp_id());
+  if (absl::IsNotFound(exp.status())) {
+    FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED,
+                                  absl::StrCat("exp ", rec.exp_id(), " does not exist any more")));
+    ctx_.Forget(id);
+    return absl::OkStatus();
+  }
+  if (!exp.ok()) return exp.status();
+  if (!rec.artifact_id().empty()) {
+    for (const auto& a : exp->artifacts()) {
+      if (a.artifact_id() == rec.artifact_id()) inputs.input_uris.push_back(a.uri());
+    }
+    if (inputs.input_uris.empty()) {
+      FALCON_RETURN_IF_ERROR(
+          Finish(rec, api::v1::ANALYSIS_STATUS_FAILED,
+                 absl::StrCat("artifact ", rec.artifact_id(), " of exp ", rec.exp_id(), " does not exist")));
+      ctx_.Forget(id);
+      return absl::OkStatus();
+    }
+  } else {
+    for (const auto& a : exp->artifacts()) inputs.input_uris.push_back(a.uri());
+  }
+  if (!rec.script_content().empty()) {
+    inputs.script_key = ScriptKey(rec);
+    inputs.script_name = rec.script_name().empty() ? "script" : rec.script_name();
+    std::istringstream in(rec.script_content());
+    absl::Status s = ctx_.deps.store->Put(inputs.script_key, in);
+    if (!s.ok()) return fail_attempt(Annotate(s, "staging the script"));
+  }
+  auto ov = Override(id);
+  if (!ov.ok()) return fail_attempt(Annotate(ov.status(), "reading the stored resource override"));
+  runtime::PodSpec spec = BuildPodSpec(rec, plugin, *ov, inputs, ctx_.config);
+  if (!ctx_.acting.load()) return absl::OkStatus();
+  absl::Status s = ctx_.deps.runtime->Create(spec);
+  if (absl::IsAlreadyExists(s)) {
+    spdlog::info("analysis {}: pod {} exists already; adopting it", id, spec.name);
+  } else if (!s.ok()) {
+    return fail_attempt(Annotate(s, "creating the pod"));
+  } else {
+    ctx_.deps.metrics->CountPodCreated();
+    spdlog::info("analysis {}: created pod {}{}", id, spec.name, recreate ? " (recreated)" : "");
+  }
+  ctx_.table.ClearAttempts(id);
+  ctx_.admission.MarkRunning(QueueFor(rec.analysis_type()), id);
+  if (rec.status() == api::v1::ANALYSIS_STATUS_PENDING) {
+    auto marked = MarkRunning(rec);
+    // Became terminal meanwhile (cancelled): the next pass stops the Pod.
+    if (absl::IsFailedPrecondition(marked.status())) return UpdateConflict(id, marked.status(), out);
+    if (!marked.ok()) return marked.status();
+  }
+  out->requeue_after = ctx_.config.pod_start_timeout;
+  return absl::OkStatus();
+}
+
+absl::Status Reconciler::UpdateConflict(const std::string& id, const absl::Status& cause, Outcome* out) {
+  // FAILED_PRECONDITION is either an illegal transition (the record became terminal under us: fine, look
+  // again) or fencing (a newer leader exists: this replica must back off until it learns it lost).
+  auto now = ctx_.deps.api->GetAnalysisRecord(id);
+  if (now.ok() && IsTerminal(now->status())) {
+    out->requeue_after = Duration::zero();
+    return absl::OkStatus();
+  }
+  if (absl::IsNotFound(now.status())) return absl::OkStatus();
+  return cause;
+}
+
+absl::StatusOr<AnalysisRecord> Reconciler::MarkRunning(const AnalysisRecord& rec) {
+  if (rec.status() == api::v1::ANALYSIS_STATUS_RUNNING) return rec;
+  AnalysisRecord upd;
+  upd.set_status(api::v1::ANALYSIS_STATUS_RUNNING);
+  std::vector<std::string> paths = {"status"};
+  if (rec.result_gcs_path().empty()) {
+    upd.set_result_gcs_path(ctx_.deps.store->Uri(AnalysisPrefix(rec.exp_id(), rec.analysis_id())));
+    paths.push_back("result_gcs_path");
+  }
+  auto r = ctx_.deps.api->UpdateAnalysisRecord(rec.analysis_id(), upd, paths);
+  if (r.ok()) spdlog::info("analysis {}: running", rec.analysis_id());
+  return r;
+}
+
+absl::Status Reconciler::Finish(const AnalysisRecord& rec, AnalysisStatus status,
+                                const std::string& error_message) {
+  AnalysisRecord upd;
+  upd.set_status(status);
+  std::vector<std::string> paths = {"status"};
+  if (!error_message.empty()) {
+    upd.set_error_message(error_message);
+    paths.push_back("error_message");
+  }
+  if (rec.result_gcs_path().empty()) {
+    upd.set_result_gcs_path(ctx_.deps.store->Uri(AnalysisPrefix(rec.exp_id(), rec.analysis_id())));
+    paths.push_back("result_gcs_path");
+  }
+  auto r = ctx_.deps.api->UpdateAnalysisRecord(rec.analysis_id(), upd, paths);
+  if (absl::IsFailedPrecondition(r.status())) {
+    spdlog::info("analysis {}: not moved to {}: {}", rec.analysis_id(), StatusWord(status),
+                 std::string(r.status().message()));
+    Outcome out;
+    FALCON_RETURN_IF_ERROR(UpdateConflict(rec.analysis_id(), r.status(), &out));
+    ctx_.queue.Add(rec.analysis_id());
+    return absl::OkStatus();
+  }
+  if (!r.ok()) return r.status();
+  ctx_.deps.metrics->CountFinished(StatusWord(status));
+  if (error_message.empty()) {
+    spdlog::info("analysis {}: {}", rec.analysis_id(), StatusWord(status));
+  } else {
+    spdlog::info("analysis {}: {}: {}", rec.analysis_id(), StatusWord(status),
+                 error_message.substr(0, error_message.find('\n')));
+  }
+  return absl::OkStatus();
+}
+
+std::string Reconciler::EnsureLog(const AnalysisRecord& rec, const std::string& pod_name) {
+  const std::string key = AnalysisPrefix(rec.exp_id(), rec.analysis_id()) + "output.log";
+  constexpr int64_t kTail = 16 * 1024;
+  auto info = ctx_.deps.store->Stat(key);
+  if (info.ok()) {
+    std::ostringstream out;
+    absl::Status s = ctx_.deps.store->Get(key, out, std::max<int64_t>(0, info->size - kTail), -1);
+    if (s.ok()) return out.str();
+    return "";
+  }
+  auto logs = ctx_.deps.runtime->ReadLogs(pod_name, 0);
+  if (!logs.ok()) {
+    spdlog::warn("analysis {}: no output.log in the store and no runtime log: {}", rec.analysis_id(),
+                 std::string(logs.status().message()));
+    return "";
+  }
+  std::istringstream in(*logs);
+  absl::Status s = ctx_.deps.store->Put(key, in);
+  if (!s.ok()) {
+    spdlog::warn("analysis {}: storing the runtime's log as output.log failed: {}", rec.analysis_id(),
+                 std::string(s.message()));
+  } else {
+    spdlog::info("analysis {}: stored the runtime's pod log as output.log ({} bytes)",
+                 rec.analysis_id(), logs->size());
+  }
+  return logs->size() > static_cast<size_t>(kTail) ? logs->substr(logs->size() - kTail) : *logs;
+}
+
+int64_t Reconciler::TimeoutSecondsFor(const AnalysisRecord& rec) const {
+  const api::v1::Plugin* p = rec.plugin_name().empty() ? nullptr : ctx_.deps.catalog->Find(rec.plugin_name());
+  if (p != nullptr && p->timeout_seconds() > 0) return p->timeout_seconds();
+  return ctx_.config.default_timeout_seconds;
+}
+
+std::string Reconciler::FailureMessage(const AnalysisRecord& rec, const runtime::PodStatus& pod,
+                                       const std::string& log_tail) {
+  std::string msg;
+  if (pod.reason == "DeadlineExceeded") {
+    msg = absl::StrCat("timed out after ", TimeoutSecondsFor(rec), "s");
+  } else if (pod.exit_code.has_value()) {
+    msg = absl::StrCat("exit code ", *pod.exit_code);
+    if (!pod.reason.empty()) absl::StrAppend(&msg, " (", pod.reason, ")");
+  } else {
+    msg = absl::StrCat("pod failed", pod.reason.empty() ? "" : ": ", pod.reason);
+  }
+  if (!pod.message.empty()) absl::StrAppend(&msg, ": ", pod.message);
+  std::string tail = LastLines(log_tail, ctx_.config.error_log_lines);
+  if (!tail.empty()) absl::StrAppend(&msg, "; last log lines:\n", tail);
+  return msg;
+}
+
+
+}  // namespace falcon::controller

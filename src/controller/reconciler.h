@@ -1,0 +1,67 @@
+// Reconciler: the level-triggered core of the controller. Given one analysis id it reads the record (API
+// server) and the Pod (runtime) and drives one toward the other: admits and creates the Pod of a PENDING
+// record, adopts a Pod that exists already, turns a finished or vanished Pod into a terminal record (keeping
+// output.log), enforces the start timeout and the timeout backstop, stops the Pod of a cancelled record and
+// deletes finished Pods after their retention. Running it twice does nothing more than running it once.
+//
+// A change to how one analysis is reconciled belongs in this class (reconciler.cc). It never blocks on
+// another analysis; it only enqueues ids (the freed slot's next analysis, a record to look at again).
+//
+// Borrows the ControllerContext. Thread-safe for different ids; the WorkQueue hands an id to one worker at
+// a time, which is what keeps two reconciles of the same id apart.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "controller/context.h"
+#include "falcon/api/v1/types.pb.h"
+#include "runtime/pod_runtime.h"
+
+namespace falcon::controller {
+
+class Reconciler {
+ public:
+  struct Outcome {
+    // Look at the id again after this long (the next deadline, or zero: at once).
+    std::optional<Duration> requeue_after;
+  };
+
+  explicit Reconciler(ControllerContext& ctx) : ctx_(ctx) {}
+
+  // Converges `id`. OK: done for now (see out->requeue_after). Otherwise the error to retry with backoff
+  // (API server or runtime unavailable, fenced by a newer leader, a Pod creation attempt that failed).
+  absl::Status Reconcile(const std::string& id, Outcome* out);
+
+ private:
+  using AnalysisRecord = api::v1::AnalysisRecord;
+
+  absl::Status ReconcileRunning(AnalysisRecord rec, const runtime::PodStatus& pod, Outcome* out);
+  absl::Status ReconcileTerminal(const AnalysisRecord& rec, const std::optional<runtime::PodStatus>& pod,
+                                 Outcome* out);
+  // Creates (or recreates) the Pod of an admitted record and marks it RUNNING.
+  absl::Status CreatePod(const AnalysisRecord& rec, bool recreate, Outcome* out);
+  // The resource override for the Pod of `id`: the table's cache, else the object store's (then cached).
+  absl::StatusOr<std::optional<api::v1::Resources>> Override(const std::string& id);
+  // Moves rec to a terminal status (from RUNNING or PENDING); FAILED_PRECONDITION (already terminal) is
+  // fine and re-enqueues the key.
+  absl::Status Finish(const AnalysisRecord& rec, api::v1::AnalysisStatus status, const std::string& error_message);
+  // After FAILED_PRECONDITION on an update: OK (and look again) if the record is terminal now, else the
+  // cause (fenced: retried with backoff).
+  absl::Status UpdateConflict(const std::string& id, const absl::Status& cause, Outcome* out);
+  absl::StatusOr<AnalysisRecord> MarkRunning(const AnalysisRecord& rec);
+  // Makes sure output.log is in the store (copying the runtime's log if the runner's upload is missing);
+  // returns its last bytes (for error messages).
+  std::string EnsureLog(const AnalysisRecord& rec, const std::string& pod_name);
+  std::string FailureMessage(const AnalysisRecord& rec, const runtime::PodStatus& pod, const std::string& log_tail);
+  int64_t TimeoutSecondsFor(const AnalysisRecord& rec) const;
+  // The analysis' Pod, nullopt when absent. `cached`: the runtime may answer from its watch alone
+  // (PodRuntime::GetCached), for a PENDING record, whose Pod is created and adopted on ALREADY_EXISTS.
+  absl::StatusOr<std::optional<runtime::PodStatus>> GetPod(const std::string& id, bool cached = false);
+
+  ControllerContext& ctx_;
+};
+
+}  // namespace falcon::controller
