@@ -10,6 +10,7 @@
 #include "controller/testing/fake_api_client.h"
 #include "controller/testing/fake_pod_runtime.h"
 #include "controller/testing/memory_object_store.h"
+#include "controller/override_store.h"
 
 namespace falcon::controller {
 namespace {
@@ -312,6 +313,104 @@ TEST_F(ControllerTest, ValidationSaysWhatToFix) {
   Peer().DrainQueue();
   EXPECT_EQ(rt_.Spec(Pod(*id)).resources.memory_limit, "2Gi") << "the override reaches the Pod";
   EXPECT_EQ(store_.Value("analysis/e1/" + *id + "/script/x.py"), "print(1)") << "the script is staged";
+}
+
+// An operator's resource override is stored before the record exists, so a controller killed while the
+// analysis waits for a slot (no Pod yet) does not lose it: the next controller's Pod carries it.
+TEST_F(ControllerTest, ResourceOverrideSurvivesAControllerCrash) {
+  config_.online_concurrency = 1;
+  NewController();
+  std::string first = Online("sleep 10");
+  analyzerv1::CreateAnalysisRequest req;
+  req.set_exp_id("e1");
+  req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
+  req.set_command("big");
+  req.mutable_resource_override()->set_memory_limit("3Gi");
+  req.mutable_resource_override()->set_cpu_request("2");
+  auto id = c_->CreateAnalysis(req);
+  ASSERT_TRUE(id.ok()) << id.status();
+  Peer().DrainQueue();
+  ASSERT_EQ(Status(first), ANALYSIS_STATUS_RUNNING);
+  ASSERT_EQ(Status(*id), ANALYSIS_STATUS_PENDING) << "held by the admission limit";
+  EXPECT_TRUE(store_.Has(OverrideStore::KeyFor(*id))) << "stored, not only in memory";
+
+  NewController();  // kill -9: a fresh instance over the same object store, API server and runtime
+  Peer().DrainQueue();
+  EXPECT_EQ(Status(*id), ANALYSIS_STATUS_PENDING);
+  rt_.SetPhase(Pod(first), PodPhase::kSucceeded);
+  Peer().DrainQueue();
+  ASSERT_EQ(Status(*id), ANALYSIS_STATUS_RUNNING);
+  EXPECT_EQ(rt_.Spec(Pod(*id)).resources.memory_limit, "3Gi") << "the override reached the Pod";
+  EXPECT_EQ(rt_.Spec(Pod(*id)).resources.cpu_request, "2");
+  EXPECT_EQ(rt_.Spec(Pod(first)).resources.memory_limit, config_.default_resources.memory_limit);
+
+  rt_.SetPhase(Pod(*id), PodPhase::kSucceeded);
+  Peer().DrainQueue();
+  EXPECT_EQ(Status(*id), ANALYSIS_STATUS_SUCCEEDED);
+  EXPECT_FALSE(store_.Has(OverrideStore::KeyFor(*id))) << "removed once the analysis is terminal";
+}
+
+// A leader change: the replica that took the request loses the lease before the Pod exists; the new
+// leader (another process, sharing only the object store, the API server and the runtime) uses the override.
+TEST_F(ControllerTest, ResourceOverrideSurvivesALeaderChange) {
+  config_.online_concurrency = 1;
+  NewController();
+  std::string first = Online("sleep 10");
+  analyzerv1::CreateAnalysisRequest req;
+  req.set_analysis_id("0192f3c4-5d6e-7abc-8def-0123456789ab");  // as the API server proposes one
+  req.set_exp_id("e1");
+  req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
+  req.set_command("big");
+  req.mutable_resource_override()->set_memory_limit("5Gi");
+  ASSERT_TRUE(c_->CreateAnalysis(req).ok());
+  Peer().DrainQueue();
+  const std::string id = req.analysis_id();
+  ASSERT_EQ(Status(id), ANALYSIS_STATUS_PENDING);
+
+  Controller next(config_, ControllerDeps{&api_, &rt_, &store_, &elector_, catalog_.get(), &clock_, &random_,
+                                          &metrics_});
+  testing::ControllerPeer np(next);
+  np.BecomeLeader(++epoch_);  // the old leader's later writes are fenced
+  rt_.SetPhase(Pod(first), PodPhase::kSucceeded);
+  np.DrainQueue();
+  ASSERT_EQ(Status(id), ANALYSIS_STATUS_RUNNING);
+  EXPECT_EQ(rt_.Spec(Pod(id)).resources.memory_limit, "5Gi");
+}
+
+TEST_F(ControllerTest, StoredOverrideIsRemovedOnCancelAndDelete) {
+  config_.online_concurrency = 1;
+  NewController();
+  Online("sleep 10");
+  auto with_override = [&] {
+    analyzerv1::CreateAnalysisRequest req;
+    req.set_exp_id("e1");
+    req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
+    req.set_command("x");
+    req.mutable_resource_override()->set_cpu_limit("4");
+    auto id = c_->CreateAnalysis(req);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.value_or("");
+  };
+  std::string cancelled = with_override(), deleted = with_override();
+  Peer().DrainQueue();
+  ASSERT_TRUE(store_.Has(OverrideStore::KeyFor(cancelled)));
+  ASSERT_TRUE(store_.Has(OverrideStore::KeyFor(deleted)));
+  ASSERT_TRUE(c_->CancelAnalysis(cancelled).ok());
+  ASSERT_TRUE(c_->DeleteAnalysis(deleted, false).ok());
+  Peer().DrainQueue();
+  EXPECT_FALSE(store_.Has(OverrideStore::KeyFor(cancelled)));
+  EXPECT_FALSE(store_.Has(OverrideStore::KeyFor(deleted)));
+  EXPECT_TRUE(store_.List(kOverridesPrefix)->empty());
+}
+
+TEST_F(ControllerTest, AnAnalysisWithoutOverrideStoresNone) {
+  std::string id = Online();
+  Peer().DrainQueue();
+  rt_.SetPhase(Pod(id), PodPhase::kSucceeded);
+  Peer().DrainQueue();
+  ASSERT_EQ(Status(id), ANALYSIS_STATUS_SUCCEEDED);
+  EXPECT_TRUE(store_.List(kOverridesPrefix)->empty());
+  EXPECT_EQ(Peer().table().Get(id).log_finalized, true) << "its finished Pod is kept (retention -1)";
 }
 
 TEST_F(ControllerTest, StandbyAnswersUnavailable) {
