@@ -231,6 +231,61 @@ TEST_F(E2E, StandbyTakesOverWhenTheLeaderIsKilled) {
   ASSERT_TRUE(WaitStatus(more, "succeeded"));
 }
 
+// An operator's resource override outlives the controller that accepted it. The analysis waits PENDING
+// behind the admission limit (no Pod yet) while that controller is killed with SIGKILL; the Pod the next
+// one creates has the override (the local runtime keeps each Pod's spec in spec.json).
+class OverrideE2E : public E2E {
+ protected:
+  // Starts a blocker that holds the one online slot, then an analysis with an override; returns its id.
+  std::string SubmitHeldWithOverride(const std::string& exp) {
+    CreateExp(exp);
+    std::string blocker = Command(exp, "sleep 5");
+    EXPECT_TRUE(WaitStatus(blocker, "running")) << Get(blocker).dump(2);
+    std::string id = Submit({{"exp_id", exp},
+                             {"analysis_type", "online"},
+                             {"command", "echo big"},
+                             {"resource_override", {{"cpu_request", "1500m"}, {"memory_limit", "3Gi"}}}});
+    EXPECT_EQ(Status(id), "pending") << "held by the admission limit";
+    EXPECT_TRUE(fs::exists(OverrideObject(id))) << "stored before the controller is killed";
+    return id;
+  }
+  fs::path OverrideObject(const std::string& id) { return objects_ / "controller" / "overrides" / (id + ".json"); }
+  void ExpectPodGotTheOverride(const std::string& id) {
+    ASSERT_TRUE(WaitStatus(id, "succeeded", 60s)) << Get(id).dump(2) << AllControllerLogs();
+    json spec = json::parse(ReadFile(state_ / "pods" / PodName(id) / "spec.json"), nullptr, false);
+    ASSERT_TRUE(spec.is_object()) << "no spec.json for " << PodName(id);
+    EXPECT_EQ(spec["resources"]["cpu_request"], "1500m") << spec.dump(2);
+    EXPECT_EQ(spec["resources"]["memory_limit"], "3Gi") << spec.dump(2);
+    EXPECT_TRUE(WaitFor([&] { return !fs::exists(OverrideObject(id)); }, 10s)) << "removed once terminal";
+  }
+};
+
+TEST_F(OverrideE2E, ResourceOverrideSurvivesKill9) {
+  StartSystem(1, {"--online-concurrency=1"});
+  WaitReady(0);
+  std::string id = SubmitHeldWithOverride("exp8");
+  controllers_[0].proc->Kill9();
+  EXPECT_FALSE(fs::exists(state_ / "pods" / PodName(id))) << "killed before its Pod was created";
+  StartController(0);
+  WaitReady(0);
+  ExpectPodGotTheOverride(id);
+}
+
+TEST_F(OverrideE2E, ResourceOverrideSurvivesALeaderTakeover) {
+  StartSystem(2, {"--leader-elect", "--lease-duration=2", "--online-concurrency=1"});
+  int leader = WaitLeader();
+  ASSERT_GE(leader, 0) << AllControllerLogs();
+  std::string id = SubmitHeldWithOverride("exp9");
+  controllers_[leader].proc->Kill9();
+  EXPECT_FALSE(fs::exists(state_ / "pods" / PodName(id))) << "killed before its Pod was created";
+  WaitReady(1 - leader);
+  ExpectPodGotTheOverride(id);
+  EXPECT_EQ(Count(ReadFile(dir_ / ("controller" + std::to_string(1 - leader) + ".log")),
+                  "created pod " + PodName(id)),
+            1)
+      << "the new leader created it";
+}
+
 TEST_F(E2E, CancelAndDelete) {
   StartSystem(1, {"--online-concurrency=1", "--delete-grace=2"});
   WaitReady(0);
