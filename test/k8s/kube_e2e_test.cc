@@ -188,7 +188,13 @@ TEST_F(KubeE2E, ControllerKilledAndRestartedAdoptsPodsWithoutDuplicates) {
   WaitReady(0);
   CreateExp("exp3");
   std::vector<std::string> ids;
-  for (int i = 0; i < 5; ++i) ids.push_back(Command("exp3", "sleep 4"));
+  for (int i = 0; i < 4; ++i) ids.push_back(Command("exp3", "sleep 4"));
+  // The last one waits PENDING through the kill with a resource override, which must not be lost with the
+  // killed controller's memory.
+  ids.push_back(Submit({{"exp_id", "exp3"},
+                        {"analysis_type", "online"},
+                        {"command", "sleep 4"},
+                        {"resource_override", {{"cpu_request", "150m"}, {"memory_limit", "2Gi"}}}}));
   ASSERT_TRUE(WaitFor([&] {
     int running = 0;
     for (const auto& id : ids) running += Status(id) == "running";
@@ -213,6 +219,13 @@ TEST_F(KubeE2E, ControllerKilledAndRestartedAdoptsPodsWithoutDuplicates) {
     EXPECT_EQ(PodsFor(id), 1) << id;
     EXPECT_EQ(Count(logs, "created pod " + PodName(id)), 1) << id << " created twice:\n" << logs;
   }
+  auto pod = cp_->admin().Get("/api/v1/namespaces/" + ns_ + "/pods/" + PodName(ids[4]));
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  json res = (*pod)["spec"]["containers"][0]["resources"];
+  EXPECT_EQ(res["requests"].value("cpu", ""), "150m") << "the stored override reached the Pod: " << res.dump();
+  EXPECT_EQ(res["limits"].value("memory", ""), "2Gi") << res.dump();
+  EXPECT_TRUE(WaitFor([&] { return !fs::exists(objects_ / "controller" / "overrides" / (ids[4] + ".json")); }, 10s))
+      << "the stored override is removed once the analysis is terminal";
 }
 
 // Two replicas on the Lease; kill -9 the leader: the standby takes over within the lease duration (plus a
