@@ -117,6 +117,7 @@ TEST_F(ControllerTest, PodDeletedExternallyFailsTheRecord) {
   Peer().DrainQueue();
   EXPECT_EQ(Status(id), ANALYSIS_STATUS_FAILED);
   EXPECT_EQ(api_.Record(id).error_message(), "pod deleted externally");
+  EXPECT_FALSE(Peer().table().Contains(id)) << "terminal with no Pod: nothing left to remember";
 }
 
 TEST_F(ControllerTest, PodBeingDeletedByAnotherCountsAsDeletedExternally) {
@@ -401,6 +402,8 @@ TEST_F(ControllerTest, StoredOverrideIsRemovedOnCancelAndDelete) {
   EXPECT_FALSE(store_.Has(OverrideStore::KeyFor(cancelled)));
   EXPECT_FALSE(store_.Has(OverrideStore::KeyFor(deleted)));
   EXPECT_TRUE(store_.List(kOverridesPrefix)->empty());
+  EXPECT_FALSE(Peer().table().Contains(cancelled)) << "terminal with no Pod: nothing left to remember";
+  EXPECT_FALSE(Peer().table().Contains(deleted));
 }
 
 TEST_F(ControllerTest, AnAnalysisWithoutOverrideStoresNone) {

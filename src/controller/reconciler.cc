@@ -48,6 +48,11 @@ std::string LastLines(const std::string& text, int n, size_t max_bytes = 4096) {
 
 }  // namespace
 
+void Reconciler::Settled(const std::string& id) {
+  ctx_.Forget(id);
+  ctx_.table.Erase(id);
+}
+
 absl::StatusOr<std::optional<api::v1::Resources>> Reconciler::Override(const std::string& id) {
   AnalysisState st = ctx_.table.Get(id);
   if (st.override_known) return st.override_resources;
@@ -121,7 +126,7 @@ absl::Status Reconciler::Reconcile(const std::string& id, Outcome* out) {
     }
     spdlog::warn("analysis {}: its pod is gone while RUNNING", id);
     FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, "pod deleted externally"));
-    ctx_.Forget(id);
+    Settled(id);
     return absl::OkStatus();
   }
   return ReconcileRunning(std::move(rec), *pod, out);
@@ -251,7 +256,7 @@ absl::Status Reconciler::CreatePod(const AnalysisRecord& rec, bool recreate, Out
       FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED,
                                     absl::StrCat("plugin '", rec.plugin_name(),
                                                  "' is not in the controller's catalog any more")));
-      ctx_.Forget(id);
+      Settled(id);
       return absl::OkStatus();
     }
   }
@@ -263,7 +268,7 @@ absl::Status Reconciler::CreatePod(const AnalysisRecord& rec, bool recreate, Out
                                    " attempts: ", std::string(cause.message()));
     spdlog::error("analysis {}: {}", id, msg);
     FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, msg));
-    ctx_.Forget(id);
+    Settled(id);
     return absl::OkStatus();
   };
 
@@ -274,7 +279,7 @@ absl::Status Reconciler::CreatePod(const AnalysisRecord& rec, bool recreate, Out
   if (absl::IsNotFound(exp.status())) {
     FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED,
                                   absl::StrCat("exp ", rec.exp_id(), " does not exist any more")));
-    ctx_.Forget(id);
+    Settled(id);
     return absl::OkStatus();
   }
   if (!exp.ok()) return exp.status();
@@ -286,7 +291,7 @@ absl::Status Reconciler::CreatePod(const AnalysisRecord& rec, bool recreate, Out
       FALCON_RETURN_IF_ERROR(
           Finish(rec, api::v1::ANALYSIS_STATUS_FAILED,
                  absl::StrCat("artifact ", rec.artifact_id(), " of exp ", rec.exp_id(), " does not exist")));
-      ctx_.Forget(id);
+      Settled(id);
       return absl::OkStatus();
     }
   } else {

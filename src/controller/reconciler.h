@@ -43,6 +43,9 @@ class Reconciler {
                                  Outcome* out);
   // Creates (or recreates) the Pod of an admitted record and marks it RUNNING.
   absl::Status CreatePod(const AnalysisRecord& rec, bool recreate, Outcome* out);
+  // Terminal with no Pod left (none was created, or it vanished): forgets it entirely — admission slot,
+  // stored override, table entry.
+  void Settled(const std::string& id);
   // The resource override for the Pod of `id`: the table's cache, else the object store's (then cached).
   absl::StatusOr<std::optional<api::v1::Resources>> Override(const std::string& id);
   // Moves rec to a terminal status (from RUNNING or PENDING); FAILED_PRECONDITION (already terminal) is
