@@ -217,7 +217,10 @@ TEST_F(E2E, StandbyTakesOverWhenTheLeaderIsKilled) {
     return leader >= 0;
   }, 30s)) << AllControllerLogs();
   int standby = 1 - leader;
-  EXPECT_EQ(HttpStatus(controllers_[standby].http_port, "/readyz"), 503) << "exactly one is ready";
+  // The standby may still be starting (its listener not bound yet, -1) when the first one leads.
+  int standby_readyz = -1;
+  WaitFor([&] { return (standby_readyz = HttpStatus(controllers_[standby].http_port, "/readyz")) != -1; }, 10s);
+  EXPECT_EQ(standby_readyz, 503) << "exactly one is ready";
   CreateExp("exp6");
   std::vector<std::string> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(Command("exp6", "sleep 2"));
