@@ -307,6 +307,7 @@ TEST_F(ControllerTest, ValidationSaysWhatToFix) {
   req.mutable_resource_override()->set_memory_limit("2Gi");
   req.set_exp_id("missing");
   EXPECT_EQ(c_->CreateAnalysis(req).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_TRUE(store_.List(kOverridesPrefix)->empty()) << "a refused create leaves no stored override";
   req.set_exp_id("e1");
   req.set_script_name("x.py");
   auto id = c_->CreateAnalysis(req);

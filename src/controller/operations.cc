@@ -122,11 +122,8 @@ absl::StatusOr<std::string> Operations::CreateAnalysis(const analyzerv1::CreateA
     a.override_known = true;
     if (store_override) a.override_resources = req.resource_override();
   });
-  if (IsTerminal(created->status())) {
-    ctx_.Forget(id);  // a retried create of an analysis that has finished meanwhile
-    ctx_.table.Erase(id);
-    return id;
-  }
+  // A retried create of an analysis that has finished meanwhile must not leave the override just written.
+  if (IsTerminal(created->status())) ctx_.Forget(id);
   spdlog::info("analysis {} created ({} exp={} plugin={})", id,
                req.analysis_type() == api::v1::ANALYSIS_TYPE_OFFLINE ? "offline" : "online",
                req.exp_id(), req.plugin_name());
