@@ -190,10 +190,7 @@ int List(Context& ctx, const AnalysisOptions& o) {
   auto records = ListAll(**client, req);
   if (!records.ok()) return ctx.Fail(records.status());
   if (o.output == "json") {
-    ordered_json j;
-    j["analyses"] = ordered_json::array();
-    for (const auto& r : *records) j["analyses"].push_back(AnalysisJson(r));
-    ctx.PrintJson(j);
+    PrintJsonList(ctx, "analyses", *records, AnalysisJson);
     return kExitOk;
   }
   if (records->empty()) {
@@ -201,14 +198,11 @@ int List(Context& ctx, const AnalysisOptions& o) {
     return kExitOk;
   }
   bool wide = o.output == "wide";
-  std::vector<std::string> headers = {"ANALYSIS ID", "NAME", "EXP", "TYPE", "PLUGIN", "STATUS", "AGE"};
-  std::vector<bool> shrink = {false, true, true, false, true, false, false};
-  std::vector<int> drop = {0, 0, 0, 3, 2, 0, 1};
-  if (wide) {
-    headers.insert(headers.end(), {"ARTIFACT", "COMMAND", "ERROR"});
-    shrink.insert(shrink.end(), {true, true, true});
-  }
-  Table t(headers, shrink, drop);
+  // On a narrow terminal TYPE goes first, then PLUGIN, then AGE.
+  std::vector<Column> columns = {{"ANALYSIS ID"},   {"NAME", true},   {"EXP", true}, {"TYPE", false, 3},
+                                 {"PLUGIN", true, 2}, {"STATUS"},       {"AGE", false, 1}};
+  if (wide) columns.insert(columns.end(), {{"ARTIFACT", true}, {"COMMAND", true}, {"ERROR", true}});
+  Table t = MakeTable(columns);
   for (const auto& r : *records) {
     ordered_json a = AnalysisJson(r);
     std::vector<std::string> row = {a["analysis_id"], a["name"],   a["exp_id"],          a["analysis_type"],

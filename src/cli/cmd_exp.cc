@@ -115,24 +115,17 @@ int List(Context& ctx, const ExpOptions& o) {
   auto exps = ListAll(**client, req);
   if (!exps.ok()) return ctx.Fail(exps.status());
   if (o.output == "json") {
-    ordered_json j;
-    j["exps"] = ordered_json::array();
-    for (const auto& e : *exps) j["exps"].push_back(ExpJson(e));
-    ctx.PrintJson(j);
+    PrintJsonList(ctx, "exps", *exps, ExpJson);
     return kExitOk;
   }
   if (exps->empty()) {
     ctx.err() << "No experiments found.\n";
     return kExitOk;
   }
+  std::vector<Column> columns = {{"EXP ID"}, {"NAME", true}, {"STATUS"}, {"AGE"}};
   bool wide = o.output == "wide";
-  std::vector<std::string> headers = {"EXP ID", "NAME", "STATUS", "AGE"};
-  std::vector<bool> shrink = {false, true, false, false};
-  if (wide) {
-    headers.insert(headers.end(), {"CREATED", "COMPLETED"});
-    shrink.insert(shrink.end(), {false, false});
-  }
-  Table t(headers, shrink);
+  if (wide) columns.insert(columns.end(), {{"CREATED"}, {"COMPLETED"}});
+  Table t = MakeTable(columns);
   for (const auto& e : *exps) {
     ordered_json x = ExpJson(e);
     std::vector<std::string> row = {x["exp_id"], x["name"], x["status"], ctx.Age(e, "created_at")};

@@ -37,13 +37,9 @@ int List(Context& ctx, const PluginOptions& o) {
     return kExitOk;
   }
   bool wide = o.output == "wide";
-  std::vector<std::string> headers = {"NAME", "ARTIFACT TYPES", "TIMEOUT", "DESCRIPTION"};
-  std::vector<bool> shrink = {false, true, false, true};
-  if (wide) {
-    headers.insert(headers.end(), {"COMMAND", "CPU REQ/LIMIT", "MEMORY REQ/LIMIT"});
-    shrink.insert(shrink.end(), {true, false, false});
-  }
-  Table t(headers, shrink);
+  std::vector<Column> columns = {{"NAME"}, {"ARTIFACT TYPES", true}, {"TIMEOUT"}, {"DESCRIPTION", true}};
+  if (wide) columns.insert(columns.end(), {{"COMMAND", true}, {"CPU REQ/LIMIT"}, {"MEMORY REQ/LIMIT"}});
+  Table t = MakeTable(columns);
   for (auto& p : plugins) {
     std::vector<std::string> types = ArtifactTypes(p);
     int64_t to = p["timeout_seconds"].get<int64_t>();

@@ -88,6 +88,26 @@ std::vector<std::string> DashEmpty(std::vector<std::string> row) {
   return row;
 }
 
+Table MakeTable(const std::vector<Column>& columns) {
+  std::vector<std::string> headers;
+  std::vector<bool> shrink;
+  std::vector<int> drop;
+  for (const auto& c : columns) {
+    headers.push_back(c.header);
+    shrink.push_back(c.shrink);
+    drop.push_back(c.drop);
+  }
+  return Table(std::move(headers), std::move(shrink), std::move(drop));
+}
+
+void PrintJsonList(Context& ctx, const char* key, const std::vector<json>& items,
+                   ordered_json (*shape)(const json&)) {
+  ordered_json j;
+  j[key] = ordered_json::array();
+  for (const auto& item : items) j[key].push_back(shape(item));
+  ctx.PrintJson(j);
+}
+
 const json& ListField(const json& answer, const char* key) {
   static const json kEmpty = json::array();
   if (answer.is_array()) return answer;

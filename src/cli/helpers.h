@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cli/context.h"
+#include "cli/output.h"
 
 namespace falcon::cli {
 
@@ -34,6 +35,18 @@ absl::Status ExplainNotFound(const absl::Status& s, const std::string& what, con
 std::string StringField(const ordered_json& j, const char* key);
 // The cells of a table row with every empty one shown as "-".
 std::vector<std::string> DashEmpty(std::vector<std::string> row);
+
+// One column of a table: its header, whether its cells may be cut, and its drop priority (see Table).
+struct Column {
+  std::string header;
+  bool shrink = false;
+  int drop = 0;
+};
+Table MakeTable(const std::vector<Column>& columns);
+
+// Prints -o json of a list: {"<key>": [shape(item), ...]}.
+void PrintJsonList(Context& ctx, const char* key, const std::vector<nlohmann::json>& items,
+                   ordered_json (*shape)(const nlohmann::json&));
 
 // The array of a list answer that is either a bare array or an object with the array under `key`; an
 // empty array when it is neither.
