@@ -1,7 +1,6 @@
 // `falcon analysis ...`: create, get, list, cancel, delete, logs, results, wait.
 #include <CLI/CLI.hpp>
 
-#include <algorithm>
 #include <memory>
 #include <optional>
 
@@ -307,18 +306,13 @@ int Results(Context& ctx, const AnalysisOptions& o) {
 }  // namespace
 
 void RegisterAnalysisCommands(CLI::App& app, Context& ctx) {
-  // Owned by the command callbacks, so it lives as long as the tree that binds into it.
   auto o = std::make_shared<AnalysisOptions>();
-  auto add = [&](CLI::App* parent, const std::string& name, const std::string& desc,
-                 int (*fn)(Context&, const AnalysisOptions&)) {
-    return AddCommand(parent, ctx, name, desc, [&ctx, o, fn] { return fn(ctx, *o); });
-  };
 
   CLI::App* an = AddGroup(app, "analysis", "analyses", "Create, inspect, follow and cancel analyses");
   an->footer("Examples:\n  falcon analysis list\n  falcon analysis create --exp-id exp-1 --plugin hlo-stats --wait");
 
   {
-    auto* c = add(an, "create", "Create an online analysis and print its id", Create);
+    auto* c = AddCommand(an, ctx, "create", "Create an online analysis and print its id", o, Create);
     c->add_option("--exp-id", o->exp_id, "Experiment whose artifacts are analysed")->required()->type_name("EXP");
     c->add_option("--plugin", o->plugin, "Built-in plugin to run (see `falcon plugin list`)")->type_name("NAME");
     c->add_option("--command", o->command, "Shell command to run in the analysis Pod")->type_name("CMD");
@@ -345,13 +339,13 @@ void RegisterAnalysisCommands(CLI::App& app, Context& ctx) {
         "Exit codes with --wait/--follow: 0 succeeded, 3 failed, 4 cancelled, 5 timeout, 1 error.");
   }
   {
-    auto* c = add(an, "get", "Show one analysis", Get);
+    auto* c = AddCommand(an, ctx, "get", "Show one analysis", o, Get);
     c->add_option("ID", o->id, "Analysis id")->required();
     AddOutputFlag(c, &o->output);
     c->footer("Examples:\n  falcon analysis get 0193a5c2-...\n  falcon analysis get 0193a5c2-... -o json | jq -r .status");
   }
   {
-    auto* c = add(an, "list", "List analyses, newest first (pages through all of them)", List);
+    auto* c = AddCommand(an, ctx, "list", "List analyses, newest first (pages through all of them)", o, List);
     c->alias("ls");
     c->add_option("--exp-id", o->exp_id, "Only analyses of this experiment")->type_name("EXP");
     c->add_option("--status", o->status, "Only analyses in this state")
@@ -364,26 +358,27 @@ void RegisterAnalysisCommands(CLI::App& app, Context& ctx) {
         "  falcon analysis list --limit 20 -o json");
   }
   {
-    auto* c = add(an, "cancel", "Cancel an analysis (its logs and partial results stay)", Cancel);
+    auto* c = AddCommand(an, ctx, "cancel", "Cancel an analysis (its logs and partial results stay)", o, Cancel);
     c->add_option("ID", o->id, "Analysis id")->required();
     c->footer("Examples:\n  falcon analysis cancel 0193a5c2-...");
   }
   {
-    auto* c = add(an, "delete", "Delete an analysis record (and with --purge its logs and results)", Delete);
+    auto* c = AddCommand(an, ctx, "delete",
+                         "Delete an analysis record (and with --purge its logs and results)", o, Delete);
     c->alias("rm");
     c->add_option("ID", o->id, "Analysis id")->required();
     c->add_flag("--purge", o->purge, "Also delete its logs and result files from the object store");
     c->footer("Examples:\n  falcon analysis delete 0193a5c2-...\n  falcon analysis delete 0193a5c2-... --purge");
   }
   {
-    auto* c = add(an, "logs", "Print the log of an analysis", Logs);
+    auto* c = AddCommand(an, ctx, "logs", "Print the log of an analysis", o, Logs);
     c->add_option("ID", o->id, "Analysis id")->required();
     c->add_flag("-f,--follow", o->follow, "Stream the log until the analysis ends (no gap, no duplicate)");
     c->add_option("--timeout", o->timeout, "With --follow: give up after this long")->type_name("DURATION");
     c->footer("Examples:\n  falcon analysis logs 0193a5c2-...\n  falcon analysis logs -f 0193a5c2-...");
   }
   {
-    auto* c = add(an, "results", "List the result files of an analysis, or download them", Results);
+    auto* c = AddCommand(an, ctx, "results", "List the result files of an analysis, or download them", o, Results);
     c->add_option("ID", o->id, "Analysis id")->required();
     c->add_option("--download", o->download, "Download every result file into DIR (created if missing)")
         ->type_name("DIR");
@@ -391,7 +386,7 @@ void RegisterAnalysisCommands(CLI::App& app, Context& ctx) {
     c->footer("Examples:\n  falcon analysis results 0193a5c2-...\n  falcon analysis results 0193a5c2-... --download ./out");
   }
   {
-    auto* c = add(an, "wait", "Wait until an analysis ends; exit 0 only if it succeeded", Wait);
+    auto* c = AddCommand(an, ctx, "wait", "Wait until an analysis ends; exit 0 only if it succeeded", o, Wait);
     c->add_option("ID", o->id, "Analysis id")->required();
     c->add_option("--timeout", o->timeout, "Give up after this long (90s, 15m, 2h)")->type_name("DURATION");
     c->footer("Examples:\n  falcon analysis wait 0193a5c2-... --timeout 30m");

@@ -90,17 +90,16 @@ int Get(Context& ctx, const PluginOptions& o) {
 }  // namespace
 
 void RegisterPluginCommands(CLI::App& app, Context& ctx) {
-  // Owned by the command callbacks, so it lives as long as the tree that binds into it.
   auto o = std::make_shared<PluginOptions>();
   CLI::App* pl = AddGroup(app, "plugin", "plugins", "Inspect the built-in plugins of the catalog");
   {
-    auto* c = AddCommand(pl, ctx, "list", "List the plugins", [&ctx, o] { return List(ctx, *o); });
+    auto* c = AddCommand(pl, ctx, "list", "List the plugins", o, List);
     c->alias("ls");
     AddOutputFlag(c, &o->output);
     c->footer("Examples:\n  falcon plugin list\n  falcon plugin list -o wide");
   }
   {
-    auto* c = AddCommand(pl, ctx, "get", "Show one plugin", [&ctx, o] { return Get(ctx, *o); });
+    auto* c = AddCommand(pl, ctx, "get", "Show one plugin", o, Get);
     c->add_option("NAME", o->name, "Plugin name")->required();
     AddOutputFlag(c, &o->output);
     c->footer("Examples:\n  falcon plugin get hlo-stats");

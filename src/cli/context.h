@@ -80,6 +80,13 @@ class Context {
 // Adds the leaf command `name` under `parent`; when the parser picks it, `fn` becomes the context's action.
 CLI::App* AddCommand(CLI::App* parent, Context& ctx, const std::string& name, const std::string& desc,
                      std::function<int()> fn);
+// The same for a command of a group whose flags bind into `options`: it runs fn(ctx, *options). The
+// callback shares `options`, so they live as long as the tree that binds into them.
+template <typename Options>
+CLI::App* AddCommand(CLI::App* parent, Context& ctx, const std::string& name, const std::string& desc,
+                     std::shared_ptr<Options> options, int (*fn)(Context&, const Options&)) {
+  return AddCommand(parent, ctx, name, desc, [&ctx, options, fn] { return fn(ctx, *options); });
+}
 // Adds a command group (`falcon analysis`): needs one subcommand, takes the global flags.
 CLI::App* AddGroup(CLI::App& app, const std::string& name, const std::string& alias, const std::string& desc);
 // Adds -o/--output (table, wide, json) bound to `output`.
