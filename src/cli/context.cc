@@ -1,0 +1,80 @@
+#include "cli/context.h"
+
+#include <CLI/CLI.hpp>
+
+#include "cli/config.h"
+#include "cli/output.h"
+#include "common/status.h"
+
+namespace falcon::cli {
+
+Context::Context(const Io& io) : io_(io) {}
+
+Context::~Context() = default;
+
+absl::StatusOr<ApiClient*> Context::Client() {
+  if (client_) return client_.get();
+  std::string config = globals_.config.empty() ? DefaultConfigPath(io_.env) : globals_.config;
+  FALCON_ASSIGN_OR_RETURN(ServerChoice choice,
+                          ResolveServer(globals_.server, io_.env, config, !globals_.config.empty()));
+  const std::string& a = choice.address;
+  if (a.find("://") != std::string::npos && a.rfind("http://", 0) != 0 && a.rfind("https://", 0) != 0) {
+    return absl::InvalidArgumentError("server address " + a + " (from " + choice.source +
+                                      ") must start with http:// or https://");
+  }
+  client_ = std::make_unique<ApiClient>(a, io_.client_options);
+  return client_.get();
+}
+
+int Context::Fail(const absl::Status& s) {
+  err() << "error: " << s.message() << "\n";
+  return kExitError;
+}
+
+int Context::Usage(const std::string& msg) {
+  err() << "error: " << msg << "\n";
+  return kExitUsage;
+}
+
+void Context::PrintJson(const ordered_json& j) { out() << j.dump(2) << "\n"; }
+
+void Context::PrintTable(const Table& t) { out() << t.Render(io_.terminal_width); }
+
+void Context::PrintDetails(const std::vector<std::pair<std::string, std::string>>& kv) {
+  out() << RenderDetails(kv, io_.terminal_width);
+}
+
+std::string Context::Age(const nlohmann::json& obj, const char* key) const {
+  auto t = Timestamp(obj, key);
+  if (!t) return "-";
+  return HumanDuration(std::chrono::duration_cast<std::chrono::seconds>(io_.clock->Now() - *t));
+}
+
+void Context::Sleep() {
+  io_.clock->SleepFor(io_.poll_interval, [] { return false; });
+}
+
+CLI::App* AddCommand(CLI::App* parent, Context& ctx, const std::string& name, const std::string& desc,
+                     std::function<int()> fn) {
+  CLI::App* c = parent->add_subcommand(name, desc);
+  c->fallthrough();
+  c->callback([&ctx, fn = std::move(fn)] { ctx.SetAction(fn); });
+  return c;
+}
+
+CLI::App* AddGroup(CLI::App& app, const std::string& name, const std::string& alias, const std::string& desc) {
+  CLI::App* g = app.add_subcommand(name, desc);
+  g->alias(alias);
+  g->require_subcommand(1);
+  g->fallthrough();
+  return g;
+}
+
+void AddOutputFlag(CLI::App* cmd, std::string* output) {
+  static const std::vector<std::string> kOutputFormats = {"table", "wide", "json"};
+  cmd->add_option("-o,--output", *output, "Output format: table, wide or json (json is stable for scripts)")
+      ->check(CLI::IsMember(kOutputFormats))
+      ->default_str("table");
+}
+
+}  // namespace falcon::cli
