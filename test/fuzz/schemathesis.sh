@@ -22,10 +22,11 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 DOC="$ROOT/src/api/openapi.yaml"
 SCHEMATHESIS_VERSION=4.32.5
-SPEC_VALIDATOR_VERSION=0.9.0
-# Keyed by the pinned versions, outside the build dir, so a fresh clone or build dir reuses it.
-CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/falcon"
-VENV="${FUZZ_VENV:-$CACHE/schemathesis-$SCHEMATHESIS_VERSION-$SPEC_VALIDATOR_VERSION}"
+REQUIREMENTS="$HERE/requirements.txt"  # every package pinned, schemathesis==$SCHEMATHESIS_VERSION among them
+# Outside the build dir, keyed by the pins, so a fresh clone or build dir reuses it and a new pin makes a new
+# venv.
+KEY=$(sha256sum "$REQUIREMENTS" | cut -c1-12)
+VENV="${FUZZ_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/falcon/schemathesis-$SCHEMATHESIS_VERSION-$KEY}"
 
 venv_ok() {
   [ -x "$VENV/bin/schemathesis" ] && [ -x "$VENV/bin/openapi-spec-validator" ] &&
@@ -40,8 +41,7 @@ install() {
   rm -rf "$VENV"
   mkdir -p "$(dirname "$VENV")"
   python3 -m venv "$VENV"
-  "$VENV/bin/pip" install -q --disable-pip-version-check \
-    "schemathesis==$SCHEMATHESIS_VERSION" "openapi-spec-validator==$SPEC_VALIDATOR_VERSION"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REQUIREMENTS"
   if ! venv_ok; then
     echo "schemathesis.sh: the install into $VENV did not give schemathesis $SCHEMATHESIS_VERSION" >&2
     exit 1
@@ -180,6 +180,7 @@ run() {
       --url "$base" --checks all --mode all --phases "$phases" \
       --max-examples "$examples" --seed "$seed" --workers "$workers" ${time_flag[@]+"${time_flag[@]}"} \
       --request-timeout 30 --generation-database none --suppress-health-check all --no-color \
+      --output-sanitize false \
       --report junit,json --report-dir "$D/report-$part" --report-json-path "$D/report-$part/run.json" \
       ${FUZZ_EXTRA_ARGS:-}) >"$D/schemathesis-$part.log" 2>&1 &
     pids[$part]=$!
@@ -215,9 +216,14 @@ run() {
   echo "PASSED: $cases test cases, no failures (reports in $D/report-{single,stateful})"
 }
 
-case "${1:-}" in
-  install) install ;;
-  validate) validate ;;
-  run) shift; run "$@" ;;
-  *) echo "usage: $0 install | validate | run [BUILD_DIR]" >&2; exit 2 ;;
-esac
+main() {
+  case "${1:-}" in
+    install) install ;;
+    validate) validate ;;
+    run) shift; run "$@" ;;
+    *) echo "usage: $0 install | validate | run [BUILD_DIR]" >&2; exit 2 ;;
+  esac
+}
+
+# On one line, so that bash has read it whole before it runs: editing this file mid-run is then harmless.
+main "$@"; exit $?
