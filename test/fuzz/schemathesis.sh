@@ -184,6 +184,7 @@ run() {
       --report junit,json --report-dir "$D/report-$part" --report-json-path "$D/report-$part/run.json" \
       ${FUZZ_EXTRA_ARGS:-}) >"$D/schemathesis-$part.log" 2>&1 &
     pids[$part]=$!
+    PIDS+=($!)
   done
   for part in single stateful; do
     rcs[$part]=0
