@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs every build and test dependency from Debian's packages. Idempotent: when everything is
-# present it only checks and returns.
+# Installs every build and test dependency: Debian's packages, and the API fuzzer's venv from PyPI
+# (test/fuzz/schemathesis.sh install). Idempotent: when everything is present it only checks and returns.
 set -euo pipefail
 
 PKGS=(
@@ -22,15 +22,17 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all build and test dependencies are installed"
-  exit 0
+else
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  # The Debian package starts a system MariaDB; our tests run private instances, so stop it if it was started.
+  if command -v systemctl >/dev/null 2>&1; then $SUDO systemctl disable --now mariadb >/dev/null 2>&1 || true; fi
+  echo "setup: done"
 fi
 
-echo "setup: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-# The Debian package starts a system MariaDB; our tests run private instances, so stop it if it was started.
-if command -v systemctl >/dev/null 2>&1; then $SUDO systemctl disable --now mariadb >/dev/null 2>&1 || true; fi
-echo "setup: done"
+# The API fuzzer (Schemathesis, pinned, from PyPI) in a cached venv keyed by its version; idempotent.
+bash "$(dirname "$0")/../test/fuzz/schemathesis.sh" install
