@@ -73,7 +73,11 @@ Subprocess::Subprocess(std::vector<std::string> argv, fs::path log, Options opti
                     0644);
     if (fd >= 0) {
       ::dup2(fd, 1);
-      ::dup2(fd, 2);
+      if (!options.inherit_stderr) ::dup2(fd, 2);
+    }
+    if (!options.stderr_log.empty()) {
+      int efd = ::open(options.stderr_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (efd >= 0) ::dup2(efd, 2);
     }
     for (const auto& k : options.unset_env) ::unsetenv(k.c_str());
     for (const auto& [k, v] : options.env) ::setenv(k.c_str(), v.c_str(), 1);
@@ -100,6 +104,7 @@ std::optional<int> Subprocess::Reap(bool block) {
   pid_t r = ::waitpid(pid_, &st, block ? 0 : WNOHANG);
   if (r != pid_) return std::nullopt;
   exit_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (WIFSIGNALED(st)) exit_signal_ = WTERMSIG(st);
   return exit_code_;
 }
 
@@ -171,7 +176,7 @@ Subprocess::Result Subprocess::Run(std::vector<std::string> argv, std::chrono::m
   options.truncate_log = true;
   Result r;
   {
-    Subprocess p(std::move(argv), tmpl, std::move(options));
+    Subprocess p(std::move(argv), tmpl, options);
     auto c = p.Wait(timeout);
     if (c) {
       r.code = *c;
@@ -182,6 +187,7 @@ Subprocess::Result Subprocess::Run(std::vector<std::string> argv, std::chrono::m
   }
   r.output = ReadFile(tmpl);
   ::unlink(tmpl);
+  if (!options.stderr_log.empty()) r.error = ReadFile(options.stderr_log);
   return r;
 }
 

@@ -40,6 +40,8 @@ class Subprocess {
     std::vector<std::string> unset_env;      // removed from the child's environment
     bool truncate_log = false;               // start the log afresh instead of appending
     std::filesystem::path cwd;               // working directory of the child ("" : the test's)
+    std::filesystem::path stderr_log;        // stderr to this file (truncated) instead of the log
+    bool inherit_stderr = false;             // stderr stays the test's own (stdout alone is captured)
   };
   // argv[0] is a path, or a name looked up on PATH. If it cannot be executed, the child writes why to
   // the log and exits with 127.
@@ -65,6 +67,8 @@ class Subprocess {
   // The same as an assertion: success once the child has exited (its code in `*code`), else a failure
   // naming the binary and quoting its output's end; a child still running after `timeout` is killed.
   ::testing::AssertionResult WaitExit(std::chrono::milliseconds timeout, int* code = nullptr);
+  // The signal that killed the child (0 if it exited by itself or still runs).
+  int ExitSignal() const { return exit_signal_; }
   std::string Log() const { return ReadFile(log_); }
   // The last `bytes` of the log, for failure messages.
   std::string LogTail(size_t bytes = 4000) const;
@@ -75,7 +79,8 @@ class Subprocess {
   struct Result {
     int code = -1;           // exit code; -1 when killed by a signal or on timeout
     bool timed_out = false;  // still running after the deadline (then killed)
-    std::string output;      // stdout and stderr, interleaved as written
+    std::string output;      // stdout, and stderr interleaved as written unless Options::stderr_log is set
+    std::string error;       // stderr when Options::stderr_log is set (read from that file)
   };
   // Runs `argv` to completion within `timeout`, capturing its output in a temp file.
   static Result Run(std::vector<std::string> argv, std::chrono::milliseconds timeout);
@@ -87,6 +92,7 @@ class Subprocess {
   std::string name_;
   pid_t pid_ = -1;
   std::optional<int> exit_code_;
+  int exit_signal_ = 0;
   std::filesystem::path log_;
 };
 
