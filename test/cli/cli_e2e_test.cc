@@ -124,11 +124,11 @@ class CliE2ETest : public ::testing::Test {
   Result Falcon(const std::vector<std::string>& args, std::chrono::seconds timeout = 120s) {
     std::vector<std::string> argv = {std::string(FALCON_BIN_DIR) + "/falcon"};
     argv.insert(argv.end(), args.begin(), args.end());
-    testsupport::Subprocess::Options o;
+    falcon::testsupport::Subprocess::Options o;
     o.env = {{"FALCON_SERVER", server_}, {"HOME", (dir_ / "home").string()}};
     o.unset_env = {"XDG_CONFIG_HOME"};
     o.stderr_log = dir_ / "cli.err";
-    auto run = testsupport::Subprocess::Run(argv, timeout, o);
+    auto run = falcon::testsupport::Subprocess::Run(argv, timeout, o);
     if (run.timed_out) {
       ADD_FAILURE() << "falcon " << args[0] << " " << (args.size() > 1 ? args[1] : "")
                     << " did not finish within " << timeout.count() << " s (killed it); stderr:\n" << run.error;

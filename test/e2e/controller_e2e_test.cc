@@ -60,7 +60,7 @@ class E2E : public ::testing::Test, protected FalconSystem {
   std::string Localpod(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {kBin + "/falcon-localpod", "--state-dir=" + state_.string()};
     argv.insert(argv.end(), args.begin(), args.end());
-    auto r = testsupport::Subprocess::Run(argv, std::chrono::seconds(60));
+    auto r = falcon::testsupport::Subprocess::Run(argv, std::chrono::seconds(60));
     EXPECT_FALSE(r.timed_out) << "falcon-localpod " << (args.empty() ? "" : args[0])
                               << " did not finish within 60 s; its output:\n" << r.output;
     return r.output;

@@ -1,3 +1,6 @@
+// The fake's whole server in one file (about 650 lines) on purpose: routing, the two kinds, the watch and
+// log streams and the fault hooks share one lock and one event log, and reading them together is how one
+// checks that they agree with each other.
 #include "kube/testing/fake_kube_apiserver.h"
 
 #include <httplib.h>

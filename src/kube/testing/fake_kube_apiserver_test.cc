@@ -266,6 +266,15 @@ TEST_F(FakeKubeApiserverTest, PodLogsAndFollow) {
   EXPECT_EQ(got(), "one\ntwo\n");
 }
 
+TEST_F(FakeKubeApiserverTest, KubeconfigReachesTheFake) {
+  auto cfg = ParseKubeconfig(fake_.KubeconfigYaml("ns9"), "/");
+  ASSERT_TRUE(cfg.ok()) << cfg.status();
+  EXPECT_EQ(cfg->server, fake_.url());
+  EXPECT_EQ(cfg->namespace_, "ns9");
+  KubeClient c(*cfg, clock_, Options());
+  EXPECT_TRUE(c.List("/api/v1/namespaces/ns9/pods").ok());
+}
+
 TEST(LabelSelectorMatchTest, Terms) {
   json labels = {{"a", "1"}, {"b", "2"}};
   EXPECT_TRUE(MatchesLabelSelector(labels, ""));
