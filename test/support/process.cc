@@ -94,7 +94,7 @@ Subprocess::Subprocess(std::vector<std::string> argv, fs::path log, Options opti
 Subprocess::~Subprocess() {
   Stop();
   // Grandchildren left in the group (a shell's children, a supervisor's workers) go too.
-  if (pid_ > 0) ::kill(-pid_, SIGKILL);
+  if (pid_ > 0 && kill_group_on_destruction_) ::kill(-pid_, SIGKILL);
 }
 
 std::optional<int> Subprocess::Reap(bool block) {
@@ -180,6 +180,7 @@ Subprocess::Result Subprocess::Run(std::vector<std::string> argv, std::chrono::m
     auto c = p.Wait(timeout);
     if (c) {
       r.code = *c;
+      p.kill_group_on_destruction_ = false;
     } else {
       r.timed_out = true;
       p.Kill9();

@@ -82,7 +82,9 @@ class Subprocess {
     std::string output;      // stdout, and stderr interleaved as written unless Options::stderr_log is set
     std::string error;       // stderr when Options::stderr_log is set (read from that file)
   };
-  // Runs `argv` to completion within `timeout`, capturing its output in a temp file.
+  // Runs `argv` to completion within `timeout`, capturing its output in a temp file. What it left running
+  // in its process group after exiting by itself (a harness script's daemon) is left alone; on a timeout the
+  // whole group is killed.
   static Result Run(std::vector<std::string> argv, std::chrono::milliseconds timeout);
   static Result Run(std::vector<std::string> argv, std::chrono::milliseconds timeout, Options options);
 
@@ -93,6 +95,7 @@ class Subprocess {
   pid_t pid_ = -1;
   std::optional<int> exit_code_;
   int exit_signal_ = 0;
+  bool kill_group_on_destruction_ = true;
   std::filesystem::path log_;
 };
 
