@@ -6,6 +6,7 @@
 #include "common/ids.h"
 #include "common/quantity.h"
 #include "common/status.h"
+#include "support/wait.h"
 
 namespace falcon {
 namespace {
@@ -52,7 +53,8 @@ TEST(Status, Mapping) {
 TEST(Clock, FakeClockWakesSleepersOnAdvance) {
   FakeClock clock;
   std::thread t([&] { clock.SleepFor(std::chrono::seconds(10), nullptr); });
-  while (clock.Sleepers() == 0) std::this_thread::yield();
+  EXPECT_TRUE(testsupport::WaitFor("the thread to sleep on the fake clock", [&] { return clock.Sleepers() > 0; },
+                                   std::chrono::seconds(5), std::chrono::milliseconds(1)));
   clock.Advance(std::chrono::seconds(10));
   t.join();
 }

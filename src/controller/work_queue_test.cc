@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include "support/wait.h"
 
 namespace falcon::controller {
 namespace {
@@ -103,13 +104,15 @@ TEST_F(WorkQueueTest, BlockingGetWakesOnAddOnDelayAndOnShutdown) {
 
   q_.AddAfter("y", seconds(3));
   std::thread t2([&] { ASSERT_TRUE(q_.Get(&got)); });
-  while (clock_.Sleepers() == 0) std::this_thread::sleep_for(milliseconds(1));
+  EXPECT_TRUE(testsupport::WaitFor("Get to wait on the fake clock for the delayed key",
+                                   [&] { return clock_.Sleepers() > 0; }, seconds(5), milliseconds(1)));
   clock_.Advance(seconds(3));
   t2.join();
   EXPECT_EQ(got, "y");
 
   std::thread t3([&] { EXPECT_FALSE(q_.Get(&got)); });
-  while (clock_.Sleepers() == 0) std::this_thread::sleep_for(milliseconds(1));
+  EXPECT_TRUE(testsupport::WaitFor("Get to block on the empty queue", [&] { return clock_.Sleepers() > 0; },
+                                   seconds(5), milliseconds(1)));
   q_.ShutDown();
   t3.join();
 }

@@ -15,6 +15,7 @@
 
 #include "kube/kube_client.h"
 #include "kube/kube_config.h"
+#include "support/wait.h"
 
 namespace falcon::kube {
 namespace {
@@ -211,7 +212,9 @@ printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",
   });
   int port = server.bind_to_any_port("127.0.0.1");
   std::thread t([&] { server.listen_after_bind(); });
-  while (!server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_GT(port, 0) << "cannot bind a port on 127.0.0.1";
+  ASSERT_TRUE(testsupport::WaitFor("the fake apiserver to listen", [&] { return server.is_running(); },
+                                   std::chrono::seconds(5), std::chrono::milliseconds(1)));
 
   KubeConfig cfg;
   cfg.server = "http://127.0.0.1:" + std::to_string(port);

@@ -1,6 +1,7 @@
 #include "leader/lease_file_elector.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -126,8 +127,14 @@ TEST_F(LeaseFileTest, StandbyTakesOverWhenTheLeaderProcessIsKilled) {
   }
   ::close(ready[1]);
   char epoch = 0;
-  ASSERT_EQ(::read(ready[0], &epoch, 1), 1) << "the child never became leader";
+  pollfd pfd{ready[0], POLLIN, 0};
+  const bool became_leader = ::poll(&pfd, 1, 10000) == 1 && ::read(ready[0], &epoch, 1) == 1;
   ::close(ready[0]);
+  if (!became_leader) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    FAIL() << "timed out after 10 s waiting for the child process to become leader";
+  }
   EXPECT_EQ(epoch, 1);
 
   SystemClock clock;

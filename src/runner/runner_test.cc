@@ -2,7 +2,6 @@
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,8 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "objstore/object_store.h"
 #include "runner/runner.h"
+#include "support/process.h"
 
-extern char** environ;
 
 namespace falcon::runner {
 namespace {
@@ -37,10 +36,7 @@ class RunnerTest : public ::testing::Test {
     store_ = std::move(*s);
   }
   void TearDown() override {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
+    runner_.reset();  // kills a runner still running, and its process group
     fs::remove_all(dir_);
   }
   void Put(const std::string& key, const std::string& data) {
@@ -62,31 +58,17 @@ class RunnerTest : public ::testing::Test {
             "--log-upload-interval=0.2"};
   }
   void Start(const std::vector<std::string>& args) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    std::string out = (dir_ / "runner.stdout").string();
-    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    ASSERT_EQ(posix_spawn(&pid_, argv[0], &fa, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&fa);
+    testsupport::Subprocess::Options o;
+    o.truncate_log = true;
+    runner_ = std::make_unique<testsupport::Subprocess>(args, dir_ / "runner.stdout", o);
   }
-  // Waits (bounded) for the runner and returns its exit code.
+  // Waits (bounded) for the runner and returns its exit code (128 + N when killed by signal N).
   int Wait(std::chrono::seconds timeout = 60s) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      int st;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = 0;
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    ADD_FAILURE() << "falcon-runner did not exit within " << timeout.count() << " s";
-    return -1;
+    int code = -1;
+    EXPECT_TRUE(runner_->WaitExit(timeout, &code));
+    return runner_->ExitSignal() ? 128 + runner_->ExitSignal() : code;
   }
+  pid_t pid() const { return runner_->pid(); }
   int Run(const std::vector<std::string>& args) {
     Start(args);
     return Wait();
@@ -95,7 +77,7 @@ class RunnerTest : public ::testing::Test {
   fs::path dir_;
   std::string store_url_;
   std::unique_ptr<objstore::ObjectStore> store_;
-  pid_t pid_ = 0;
+  std::unique_ptr<testsupport::Subprocess> runner_;
 };
 
 TEST_F(RunnerTest, StagesRunsAndUploads) {
@@ -168,13 +150,11 @@ TEST_F(RunnerTest, StagingFailureHasItsOwnExitCodeAndMessage) {
 TEST_F(RunnerTest, SigtermStopsTheCommandAndUploadsTheLog) {
   Start(BaseArgs("echo started; sleep 300 & wait"));
   // The periodic upload shows the first line while it runs.
-  bool seen = false;
-  for (int i = 0; i < 250 && !seen; ++i) {
-    seen = absl::StrContains(Get("analysis/e1/a1/output.log"), "started");
-    if (!seen) std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_TRUE(seen) << "output.log was not uploaded while running";
-  ASSERT_EQ(::kill(pid_, SIGTERM), 0);
+  ASSERT_TRUE(testsupport::WaitFor(
+      "output.log with the first line to be uploaded while the command runs",
+      [&] { return absl::StrContains(Get("analysis/e1/a1/output.log"), "started"); }, 5s, 20ms,
+      [&] { return "runner output:\n" + runner_->LogTail(); }));
+  ASSERT_EQ(::kill(pid(), SIGTERM), 0);
   int code = Wait(20s);
   EXPECT_EQ(code, 128 + SIGTERM);
   std::string log = Get("analysis/e1/a1/output.log");
@@ -187,16 +167,14 @@ TEST_F(RunnerTest, LogIsUploadedAtOnceOnSigtermEvenIfTheCommandIgnoresIt) {
   args.back() = "--log-upload-interval=3600";  // only the on-start and on-SIGTERM uploads
   Start(args);
   std::this_thread::sleep_for(500ms);
-  ASSERT_EQ(::kill(pid_, SIGTERM), 0);
-  bool seen = false;
-  for (int i = 0; i < 250 && !seen; ++i) {
-    seen = absl::StrContains(Get("analysis/e1/a1/output.log"), "received SIGTERM");
-    if (!seen) std::this_thread::sleep_for(20ms);
-  }
-  EXPECT_TRUE(seen) << Get("analysis/e1/a1/output.log");
+  ASSERT_EQ(::kill(pid(), SIGTERM), 0);
+  EXPECT_TRUE(testsupport::WaitFor(
+      "output.log to be uploaded on SIGTERM",
+      [&] { return absl::StrContains(Get("analysis/e1/a1/output.log"), "received SIGTERM"); }, 5s, 20ms,
+      [&] { return "output.log:\n" + Get("analysis/e1/a1/output.log"); }));
   EXPECT_TRUE(absl::StrContains(Get("analysis/e1/a1/output.log"), "stubborn"));
   // As the supervisor would after the grace period. The command dies with its runner (parent-death signal).
-  ::kill(pid_, SIGKILL);
+  ::kill(pid(), SIGKILL);
   Wait(20s);
 }
 

@@ -211,9 +211,11 @@ TEST_F(LocalRuntimeTest, DeleteFromOutsideKillsTheWholeTree) {
   EXPECT_EQ(PodProcesses("victim"), 2);  // sh and sleep (the supervisor does not carry the env)
 
   // Exactly what a user does: falcon-localpod delete.
-  std::string cmd = absl::StrCat(FALCON_BIN_DIR, "/falcon-localpod --state-dir=", (dir_ / "state").string(),
-                                 " delete victim --grace=1 >/dev/null");
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  auto del = falcon::testsupport::Subprocess::Run(
+      {absl::StrCat(FALCON_BIN_DIR, "/falcon-localpod"), "--state-dir=" + (dir_ / "state").string(), "delete",
+       "victim", "--grace=1"},
+      30s);
+  ASSERT_EQ(del.code, 0) << (del.timed_out ? "falcon-localpod delete did not finish within 30 s\n" : "") << del.output;
   EXPECT_EQ(rt_->Get("victim").status().code(), absl::StatusCode::kNotFound);
   EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(main_pid) && !ProcessAlive(child_pid); }, 5s))
       << "processes of a deleted Pod are still alive";

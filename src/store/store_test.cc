@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "support/process.h"
 
 #ifndef FALCON_STORE_BACKEND
 #define FALCON_STORE_BACKEND "sqlite"
@@ -35,16 +36,13 @@ using namespace api::v1;  // NOLINT: enum values
 
 constexpr bool kMariaDb = std::string_view(FALCON_STORE_BACKEND) == "mariadb";
 
+// Runs a shell command line, bounded (killed after 5 minutes: a private mariadbd's first start is the
+// slowest); returns its output, its exit code in `rc`.
 std::string Shell(const std::string& cmd, int* rc = nullptr) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int status = pclose(p);
-  if (rc != nullptr) *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
+  auto r = testsupport::Subprocess::Run({"/bin/sh", "-c", cmd}, std::chrono::minutes(5));
+  if (r.timed_out) ADD_FAILURE() << "timed out after 5 min waiting for: " << cmd << "\n" << r.output;
+  if (rc != nullptr) *rc = r.code;
+  return r.output;
 }
 
 std::string ShellQuote(const std::string& s) {

@@ -124,39 +124,19 @@ class CliE2ETest : public ::testing::Test {
   Result Falcon(const std::vector<std::string>& args, std::chrono::seconds timeout = 120s) {
     std::vector<std::string> argv = {std::string(FALCON_BIN_DIR) + "/falcon"};
     argv.insert(argv.end(), args.begin(), args.end());
-    fs::path out = dir_ / "cli.out", err = dir_ / "cli.err";
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(o, 1);
-      ::dup2(e, 2);
-      ::setenv("FALCON_SERVER", server_.c_str(), 1);
-      ::setenv("HOME", (dir_ / "home").c_str(), 1);
-      ::unsetenv("XDG_CONFIG_HOME");
-      std::vector<char*> a;
-      for (auto& s : argv) a.push_back(s.data());
-      a.push_back(nullptr);
-      ::execv(a[0], a.data());
-      ::_exit(127);
+    falcon::testsupport::Subprocess::Options o;
+    o.env = {{"FALCON_SERVER", server_}, {"HOME", (dir_ / "home").string()}};
+    o.unset_env = {"XDG_CONFIG_HOME"};
+    o.stderr_log = dir_ / "cli.err";
+    auto run = falcon::testsupport::Subprocess::Run(argv, timeout, o);
+    if (run.timed_out) {
+      ADD_FAILURE() << "falcon " << args[0] << " " << (args.size() > 1 ? args[1] : "")
+                    << " did not finish within " << timeout.count() << " s (killed it); stderr:\n" << run.error;
     }
     Result r;
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    int st = 0;
-    while (true) {
-      if (::waitpid(pid, &st, WNOHANG) == pid) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &st, 0);
-        ADD_FAILURE() << "falcon " << args[0] << " " << (args.size() > 1 ? args[1] : "")
-                      << " did not finish within " << timeout.count() << " s";
-        break;
-      }
-      std::this_thread::sleep_for(20ms);
-    }
-    r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    r.out = ReadFile(out);
-    r.err = ReadFile(err);
+    r.code = run.code;
+    r.out = run.output;
+    r.err = run.error;
     return r;
   }
 

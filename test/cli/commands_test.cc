@@ -13,6 +13,7 @@
 #include "cli/output.h"
 #include "cli_test_util.h"
 #include "fake_api_server.h"
+#include "support/process.h"
 
 namespace falcon::cli::testing {
 namespace {
@@ -530,12 +531,10 @@ TEST_F(CommandsTest, BashCompletionIsValidBashAndKnowsTheCommands) {
                     " COMP_WORDS=(falcon analysis create --exp-id e --fo); COMP_CWORD=5; _falcon;"
                     " echo \"${COMPREPLY[*]}\"; COMP_WORDS=(falcon analysis list -o \"\"); COMP_CWORD=4; _falcon;"
                     " echo \"${COMPREPLY[*]}\"' 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string got;
-  char buf[512];
-  while (size_t n = fread(buf, 1, sizeof(buf), p)) got.append(buf, n);
-  EXPECT_EQ(::pclose(p), 0) << got;
+  auto run = falcon::testsupport::Subprocess::Run({"/bin/sh", "-c", cmd}, std::chrono::seconds(30));
+  ASSERT_FALSE(run.timed_out) << "bash did not finish the completions within 30 s:\n" << run.output;
+  EXPECT_EQ(run.code, 0) << run.output;
+  const std::string& got = run.output;
   EXPECT_EQ(got, "create\n--follow\ntable wide json\n");
 }
 

@@ -58,16 +58,12 @@ class E2E : public ::testing::Test, protected FalconSystem {
   }
 
   std::string Localpod(const std::vector<std::string>& args) {
-    std::string cmd = kBin + "/falcon-localpod --state-dir=" + state_.string();
-    for (const auto& a : args) cmd += " '" + a + "'";
-    cmd += " 2>&1";
-    std::string out;
-    FILE* f = popen(cmd.c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-    pclose(f);
-    return out;
+    std::vector<std::string> argv = {kBin + "/falcon-localpod", "--state-dir=" + state_.string()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = falcon::testsupport::Subprocess::Run(argv, std::chrono::seconds(60));
+    EXPECT_FALSE(r.timed_out) << "falcon-localpod " << (args.empty() ? "" : args[0])
+                              << " did not finish within 60 s; its output:\n" << r.output;
+    return r.output;
   }
 
   fs::path ResultDir(const std::string& exp, const std::string& id) { return objects_ / "analysis" / exp / id; }

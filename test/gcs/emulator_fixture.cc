@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "support/process.h"
 
 namespace falcon::objstore::testing {
 
@@ -37,7 +38,11 @@ absl::Status Emulator::Run(const std::string& verb) {
   std::string script = std::string(FALCON_SOURCE_DIR) + "/test/gcs/emulator.sh";
   std::string log = (dir_ / "script.log").string();
   std::string cmd = absl::StrCat("'", script, "' ", verb, " '", dir_.string(), "' >>'", log, "' 2>&1");
-  int rc = std::system(cmd.c_str());
+  auto run = testsupport::Subprocess::Run({"/bin/sh", "-c", cmd}, std::chrono::minutes(5));
+  int rc = run.timed_out ? -1 : run.code;
+  if (run.timed_out) {
+    std::ofstream(log, std::ios::app) << "\n(timed out after 5 min waiting for emulator.sh " << verb << ")\n";
+  }
   if (rc != 0) {
     std::ifstream in(log);
     std::stringstream ss;

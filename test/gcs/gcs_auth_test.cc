@@ -15,6 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "support/wait.h"
+
 namespace falcon::objstore {
 namespace {
 
@@ -128,7 +130,8 @@ class TokenServer {
                 });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(testsupport::WaitFor("the fake token server to listen", [&] { return server_.is_running(); },
+                                     std::chrono::seconds(5), std::chrono::milliseconds(1)));
   }
   ~TokenServer() {
     server_.stop();

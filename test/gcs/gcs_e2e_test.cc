@@ -42,17 +42,13 @@ struct Result {
   std::string out;
 };
 
-// Runs a shell command line; returns its exit code and stdout.
-Result Sh(const std::string& cmd) {
-  Result r{-1, ""};
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int st = ::pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+// Runs a shell command line (bounded: killed after `timeout`); returns its exit code and stdout.
+Result Sh(const std::string& cmd, std::chrono::seconds timeout = std::chrono::seconds(300)) {
+  testsupport::Subprocess::Options o;
+  o.inherit_stderr = true;
+  auto r = testsupport::Subprocess::Run({"/bin/sh", "-c", cmd}, timeout, o);
+  if (r.timed_out) ADD_FAILURE() << "timed out after " << timeout.count() << " s waiting for: " << cmd;
+  return Result{r.code, r.output};
 }
 
 class GcsEndToEndTest : public ::testing::Test {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "objstore/gcs_store.h"
+#include "support/wait.h"
 
 namespace falcon::objstore {
 namespace {
@@ -154,7 +155,8 @@ class FakeGcs {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_TRUE(testsupport::WaitFor("the fake GCS server to listen", [&] { return server_.is_running(); },
+                                     std::chrono::seconds(5), std::chrono::milliseconds(1)));
   }
   ~FakeGcs() {
     server_.stop();

@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -51,21 +53,17 @@ int Count(const std::string& hay, const std::string& needle) {
   return n;
 }
 
-bool WaitFor(const std::function<bool()>& pred, std::chrono::milliseconds timeout,
-             std::chrono::milliseconds every) {
-  auto until = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < until) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(every);
-  }
-  return pred();
-}
+Subprocess::Subprocess(std::vector<std::string> argv, fs::path log)
+    : Subprocess(std::move(argv), std::move(log), Options{}) {}
 
-Process::Process(std::vector<std::string> argv, fs::path log)
-    : Process(std::move(argv), std::move(log), Options{}) {}
-
-Process::Process(std::vector<std::string> argv, fs::path log, Options options)
-    : log_(std::move(log)) {
+Subprocess::Subprocess(std::vector<std::string> argv, fs::path log, Options options)
+    : name_(argv.empty() ? "" : fs::path(argv[0]).filename().string()), log_(std::move(log)) {
+  if (argv.empty()) return;
+  // Everything the child needs is prepared before fork: after it only async-signal-safe calls are made.
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  const std::string exec_failed = "Subprocess: cannot execute " + argv[0] + ": ";
   pid_ = ::fork();
   if (pid_ == 0) {
     ::setpgid(0, 0);
@@ -75,43 +73,55 @@ Process::Process(std::vector<std::string> argv, fs::path log, Options options)
                     0644);
     if (fd >= 0) {
       ::dup2(fd, 1);
-      ::dup2(fd, 2);
+      if (!options.inherit_stderr) ::dup2(fd, 2);
     }
+    if (!options.stderr_log.empty()) {
+      int efd = ::open(options.stderr_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (efd >= 0) ::dup2(efd, 2);
+    }
+    for (const auto& k : options.unset_env) ::unsetenv(k.c_str());
     for (const auto& [k, v] : options.env) ::setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
+    if (!options.cwd.empty() && ::chdir(options.cwd.c_str()) != 0) ::_exit(127);
+    ::execvp(args[0], args.data());
+    const char* why = std::strerror(errno);
+    (void)!::write(2, exec_failed.data(), exec_failed.size());
+    (void)!::write(2, why, std::strlen(why));
+    (void)!::write(2, "\n", 1);
     ::_exit(127);
   }
 }
 
-Process::~Process() { Stop(); }
+Subprocess::~Subprocess() {
+  Stop();
+  // Grandchildren left in the group (a shell's children, a supervisor's workers) go too.
+  if (pid_ > 0 && kill_group_on_destruction_) ::kill(-pid_, SIGKILL);
+}
 
-std::optional<int> Process::Reap(bool block) {
+std::optional<int> Subprocess::Reap(bool block) {
   if (exit_code_) return exit_code_;
   if (pid_ <= 0) return std::nullopt;
   int st = 0;
   pid_t r = ::waitpid(pid_, &st, block ? 0 : WNOHANG);
   if (r != pid_) return std::nullopt;
   exit_code_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (WIFSIGNALED(st)) exit_signal_ = WTERMSIG(st);
   return exit_code_;
 }
 
-bool Process::Alive() { return pid_ > 0 && !Reap(false).has_value(); }
+bool Subprocess::Alive() { return pid_ > 0 && !Reap(false).has_value(); }
 
-void Process::Signal(int sig) {
+void Subprocess::Signal(int sig) {
   if (Alive()) ::kill(pid_, sig);
 }
 
-void Process::Kill9() {
+void Subprocess::Kill9() {
   if (pid_ <= 0 || exit_code_) return;
   ::kill(-pid_, SIGKILL);
   ::kill(pid_, SIGKILL);
   Reap(true);
 }
 
-int Process::Stop(std::chrono::milliseconds grace) {
+int Subprocess::Stop(std::chrono::milliseconds grace) {
   if (pid_ <= 0) return -1;
   if (!exit_code_) {
     ::kill(pid_, SIGCONT);  // a paused child cannot handle SIGTERM
@@ -121,13 +131,65 @@ int Process::Stop(std::chrono::milliseconds grace) {
   return exit_code_.value_or(-1);
 }
 
-std::optional<int> Process::Wait(std::chrono::milliseconds timeout) {
+std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {
   auto until = std::chrono::steady_clock::now() + timeout;
   while (true) {
     if (auto code = Reap(false)) return code;
     if (pid_ <= 0 || std::chrono::steady_clock::now() >= until) return std::nullopt;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+}
+
+::testing::AssertionResult Subprocess::WaitExit(std::chrono::milliseconds timeout, int* code) {
+  if (pid_ <= 0) return ::testing::AssertionFailure() << "process " << Describe() << " was never started";
+  auto c = Wait(timeout);
+  if (c) {
+    if (code) *code = *c;
+    return ::testing::AssertionSuccess();
+  }
+  Kill9();
+  if (code) *code = -1;
+  return ::testing::AssertionFailure() << "timed out after " << timeout.count() << " ms waiting for "
+                                       << Describe() << " to exit (killed it); its output ends with:\n"
+                                       << LogTail();
+}
+
+std::string Subprocess::LogTail(size_t bytes) const {
+  std::string log = Log();
+  if (log.size() <= bytes) return log;
+  return "..." + log.substr(log.size() - bytes);
+}
+
+std::string Subprocess::Describe() const {
+  return name_ + " (pid " + std::to_string(pid_) + ")";
+}
+
+Subprocess::Result Subprocess::Run(std::vector<std::string> argv, std::chrono::milliseconds timeout) {
+  return Run(std::move(argv), timeout, Options{});
+}
+
+Subprocess::Result Subprocess::Run(std::vector<std::string> argv, std::chrono::milliseconds timeout,
+                                   Options options) {
+  char tmpl[] = "/tmp/falcon-subprocess-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  if (fd >= 0) ::close(fd);
+  options.truncate_log = true;
+  Result r;
+  {
+    Subprocess p(std::move(argv), tmpl, options);
+    auto c = p.Wait(timeout);
+    if (c) {
+      r.code = *c;
+      p.kill_group_on_destruction_ = false;
+    } else {
+      r.timed_out = true;
+      p.Kill9();
+    }
+  }
+  r.output = ReadFile(tmpl);
+  ::unlink(tmpl);
+  if (!options.stderr_log.empty()) r.error = ReadFile(options.stderr_log);
+  return r;
 }
 
 }  // namespace falcon::testsupport

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,11 +11,13 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "plugins/common/jsonl_writer.h"
+#include "support/process.h"
 
 extern char** environ;
 
@@ -47,39 +48,24 @@ class TempDir {
   std::string path_;
 };
 
-// Runs argv (argv[0] is the binary path) with extra environment entries; returns the exit status, or -1
-// when it did not finish within `timeout` (it is then killed) or died from a signal.
+// Runs argv (argv[0] is the binary path) with extra environment entries ("K=V"); returns the exit status,
+// or -1 when it did not finish within `timeout` (it is then killed, and the test fails) or died from a
+// signal. The plugin's output is copied to the test's stderr.
 inline int RunProcess(const std::vector<std::string>& argv, const std::vector<std::string>& extra_env = {},
                       std::chrono::seconds timeout = std::chrono::seconds(120)) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<std::string> env_store;
-  for (char** e = environ; *e; ++e) {
-    std::string kv = *e;
-    if (kv.rfind("FALCON_INPUT_DIR=", 0) == 0 || kv.rfind("FALCON_OUTPUT_DIR=", 0) == 0) continue;
-    env_store.push_back(kv);
+  testsupport::Subprocess::Options o;
+  o.unset_env = {"FALCON_INPUT_DIR", "FALCON_OUTPUT_DIR"};
+  for (const auto& kv : extra_env) {
+    auto eq = kv.find('=');
+    o.env[kv.substr(0, eq)] = eq == std::string::npos ? "" : kv.substr(eq + 1);
   }
-  for (const auto& kv : extra_env) env_store.push_back(kv);
-  std::vector<char*> envp;
-  for (auto& kv : env_store) envp.push_back(kv.data());
-  envp.push_back(nullptr);
-  pid_t pid = 0;
-  if (posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), envp.data()) != 0) return -2;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  int status = 0;
-  for (;;) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) break;
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      ADD_FAILURE() << argv[0] << " did not finish within " << timeout.count() << " s";
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto r = testsupport::Subprocess::Run(argv, timeout, o);
+  std::cerr << r.output;
+  if (r.timed_out) {
+    ADD_FAILURE() << argv[0] << " did not finish within " << timeout.count() << " s (killed it)";
+    return -1;
   }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r.code;
 }
 
 inline std::vector<Json> ReadJsonl(const std::string& path) {

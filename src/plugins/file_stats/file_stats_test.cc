@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "support/process.h"
 
 namespace falcon::plugins {
 namespace {
@@ -82,10 +83,11 @@ TEST_F(FileStatsTest, PluginBinaryWritesOneRecordPerFileRecursively) {
   Write("sub/deeper/b.txt", "hello\n");
   Write("sub/c.bin", std::string("\x00\x01", 2));
   fs::path out = dir_ / "out" / "file-stats.jsonl";
-  std::string cmd = absl::StrCat("FALCON_INPUT_DIR=", (dir_ / "in").string(), " FALCON_OUTPUT_DIR=",
-                                 (dir_ / "out").string(), " ", FALCON_BIN_DIR,
-                                 "/../plugins/file-stats 2>/dev/null");
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string plugin = absl::StrCat(FALCON_BIN_DIR, "/../plugins/file-stats");
+  testsupport::Subprocess::Options env;
+  env.env = {{"FALCON_INPUT_DIR", (dir_ / "in").string()}, {"FALCON_OUTPUT_DIR", (dir_ / "out").string()}};
+  auto run = testsupport::Subprocess::Run({plugin}, std::chrono::seconds(60), env);
+  ASSERT_EQ(run.code, 0) << run.output;
   std::ifstream in(out);
   std::vector<nlohmann::json> recs;
   for (std::string line; std::getline(in, line);) recs.push_back(nlohmann::json::parse(line));
@@ -101,16 +103,20 @@ TEST_F(FileStatsTest, PluginBinaryWritesOneRecordPerFileRecursively) {
 
   // Explicit --input/--output; a missing input gives an error record and the others still run.
   fs::path out2 = dir_ / "o2.jsonl";
-  cmd = absl::StrCat(FALCON_BIN_DIR, "/../plugins/file-stats --input ", (dir_ / "in" / "a.json").string(),
-                     " --input ", (dir_ / "nope").string(), " --output ", out2.string(), " 2>/dev/null");
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  testsupport::Subprocess::Options no_env;
+  no_env.unset_env = {"FALCON_INPUT_DIR", "FALCON_OUTPUT_DIR"};
+  run = testsupport::Subprocess::Run(
+      {plugin, "--input", (dir_ / "in" / "a.json").string(), "--input", (dir_ / "nope").string(), "--output",
+       out2.string()},
+      std::chrono::seconds(60), no_env);
+  ASSERT_EQ(run.code, 0) << run.output;
   std::ifstream in2(out2);
   std::string l1, l2;
   std::getline(in2, l1);
   std::getline(in2, l2);
   EXPECT_NE(l1.find("\"error\""), std::string::npos) << l1;
   EXPECT_NE(l2.find("\"file\""), std::string::npos) << l2;
-  EXPECT_EQ(std::system(absl::StrCat(FALCON_BIN_DIR, "/../plugins/file-stats --help >/dev/null").c_str()), 0);
+  EXPECT_EQ(testsupport::Subprocess::Run({plugin, "--help"}, std::chrono::seconds(60)).code, 0);
 }
 
 }  // namespace
