@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/grpc_status.h"
 #include "common/ids.h"
 #include "common/quantity.h"
 #include "common/status.h"
@@ -55,6 +56,45 @@ TEST(Clock, FakeClockWakesSleepersOnAdvance) {
   while (clock.Sleepers() == 0) std::this_thread::yield();
   clock.Advance(std::chrono::seconds(10));
   t.join();
+}
+
+TEST(Clock, FakeClockAdvancesMonotonicTimeAndIgnoresWallSteps) {
+  FakeClock clock;
+  MonoTime m0 = clock.MonotonicNow();
+  Time w0 = clock.Now();
+  clock.Advance(std::chrono::seconds(3));
+  EXPECT_EQ(clock.MonotonicNow() - m0, std::chrono::seconds(3));
+  EXPECT_EQ(clock.Now() - w0, std::chrono::seconds(3));
+  // An NTP step back moves wall time only; a sleep measured on monotonic time is not prolonged.
+  clock.SetWallTime(w0 - std::chrono::hours(1));
+  EXPECT_EQ(clock.MonotonicNow() - m0, std::chrono::seconds(3));
+  std::thread t([&] { clock.SleepFor(std::chrono::seconds(1), nullptr); });
+  while (clock.Sleepers() == 0) std::this_thread::yield();
+  clock.Advance(std::chrono::seconds(1));
+  t.join();
+}
+
+TEST(Clock, SystemClockMonotonicNeverGoesBack) {
+  SystemClock clock;
+  MonoTime a = clock.MonotonicNow();
+  MonoTime b = clock.MonotonicNow();
+  EXPECT_LE(a, b);
+}
+
+TEST(Clock, Rfc3339Forms) {
+  Time base = Time(std::chrono::seconds(1'700'000'000));
+  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20Z"), base);
+  EXPECT_EQ(ParseRfc3339("2023-11-14T23:13:20+01:00"), base);
+  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20.5Z"), base + std::chrono::milliseconds(500));
+  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20.123456789Z"), base + std::chrono::nanoseconds(123456789));
+  EXPECT_FALSE(ParseRfc3339("2023-11-14T22:13:20").has_value());  // no zone
+  EXPECT_FALSE(ParseRfc3339("yesterday").has_value());
+  EXPECT_FALSE(ParseRfc3339("").has_value());
+  EXPECT_EQ(FormatRfc3339Seconds(base + std::chrono::milliseconds(900)), "2023-11-14T22:13:20Z");
+  EXPECT_EQ(FormatRfc3339(Time(std::chrono::microseconds(-1))), "1969-12-31T23:59:59.999999Z");
+  Time out = base;
+  EXPECT_FALSE(ParseRfc3339(std::string("nope"), &out));
+  EXPECT_EQ(out, base);
 }
 
 TEST(Clock, Rfc3339RoundTrip) {
