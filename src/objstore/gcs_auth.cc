@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "net/url.h"
 
 namespace falcon::objstore {
 namespace {
@@ -28,7 +29,7 @@ std::string OpensslError() {
   return buf;
 }
 
-std::string FormEscape(const std::string& s) { return HttpClient::Escape(s); }
+std::string FormEscape(const std::string& s) { return net::PercentEncode(s); }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -46,7 +47,7 @@ absl::StatusOr<AccessToken> PostForTokenImpl(HttpClient& http, Clock& clock, con
   req.url = uri;
   req.headers = {"Content-Type: application/x-www-form-urlencoded", "Accept: application/json"};
   req.body = form;
-  req.total_timeout_ms = 30'000;
+  req.timeout = std::chrono::seconds(30);
   auto resp = http.Send(req);
   if (!resp.ok()) {
     return absl::UnavailableError(absl::StrCat("token exchange for ", what, " failed: ", resp.status().message()));
@@ -226,8 +227,8 @@ absl::StatusOr<AccessToken> MetadataServerTokenSource::Fetch() {
   HttpRequest req;
   req.url = "http://" + host_ + "/computeMetadata/v1/instance/service-accounts/default/token";
   req.headers = {"Metadata-Flavor: Google"};
-  req.connect_timeout_ms = 2'000;
-  req.total_timeout_ms = 10'000;
+  req.connect_timeout = std::chrono::seconds(2);
+  req.timeout = std::chrono::seconds(10);
   auto resp = http_.Send(req);
   if (!resp.ok()) {
     return absl::UnauthenticatedError(absl::StrCat(

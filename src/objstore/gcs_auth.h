@@ -18,9 +18,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "common/clock.h"
-#include "objstore/gcs_http.h"
+#include "net/http_client.h"
 
 namespace falcon::objstore {
+
+// The GCS code speaks HTTP through the shared client (net/http_client.h).
+using net::HttpClient;
+using net::HttpRequest;
+using net::HttpResponse;
 
 // Produces the Authorization header value for a request. Thread-safe.
 class TokenSource {
