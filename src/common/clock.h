@@ -28,7 +28,9 @@ class Clock {
   virtual Time Now() = 0;
   // Monotonic now. Thread-safe. The default derives it from Now(), for simple test clocks that only step
   // wall time; SystemClock and FakeClock keep a real monotonic reading.
-  virtual MonoTime MonotonicNow() { return MonoTime(std::chrono::duration_cast<MonoTime::duration>(Now().time_since_epoch())); }
+  virtual MonoTime MonotonicNow() {
+    return MonoTime(std::chrono::duration_cast<MonoTime::duration>(Now().time_since_epoch()));
+  }
   // Blocks until `d` has passed on this clock or `wake()` returns true (checked whenever Notify() is
   // called or time advances). Returns true if woken by the predicate. Thread-safe.
   virtual bool SleepFor(Duration d, const std::function<bool()>& wake) = 0;
@@ -82,9 +84,10 @@ class Random {
   double Uniform() { return static_cast<double>(Next() >> 11) * (1.0 / 9007199254740992.0); }
 };
 
-class SystemRandom : public Random {
+// A Mersenne twister behind a mutex: the real source seeds it from the system, the fake with a constant.
+class SeededRandom : public Random {
  public:
-  SystemRandom() : gen_(std::random_device{}()) {}
+  explicit SeededRandom(uint64_t seed) : gen_(seed) {}
   uint64_t Next() override {
     std::lock_guard<std::mutex> l(mu_);
     return gen_();
@@ -95,17 +98,15 @@ class SystemRandom : public Random {
   std::mt19937_64 gen_;
 };
 
-class FakeRandom : public Random {
+class SystemRandom : public SeededRandom {
  public:
-  explicit FakeRandom(uint64_t seed = 42) : gen_(seed) {}
-  uint64_t Next() override {
-    std::lock_guard<std::mutex> l(mu_);
-    return gen_();
-  }
+  SystemRandom() : SeededRandom(std::random_device{}()) {}
+};
 
- private:
-  std::mutex mu_;
-  std::mt19937_64 gen_;
+// Deterministic: the same seed gives the same sequence (tests).
+class FakeRandom : public SeededRandom {
+ public:
+  explicit FakeRandom(uint64_t seed = 42) : SeededRandom(seed) {}
 };
 
 }  // namespace falcon

@@ -50,12 +50,20 @@ TEST(Status, Mapping) {
   EXPECT_EQ(FromGrpcStatus(g).code(), absl::StatusCode::kNotFound);
 }
 
+// Sleeps `d` on another thread, advances the clock by `d` once that thread is parked, and joins it: the
+// sleep must end by the advance alone. Waits at most 10 s of real time for the thread to park.
+void SleepAndAdvance(FakeClock& clock, Duration d) {
+  std::thread t([&] { clock.SleepFor(d, nullptr); });
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (clock.Sleepers() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+  EXPECT_EQ(clock.Sleepers(), 1) << "the sleeping thread never parked";
+  clock.Advance(d);
+  t.join();
+}
+
 TEST(Clock, FakeClockWakesSleepersOnAdvance) {
   FakeClock clock;
-  std::thread t([&] { clock.SleepFor(std::chrono::seconds(10), nullptr); });
-  while (clock.Sleepers() == 0) std::this_thread::yield();
-  clock.Advance(std::chrono::seconds(10));
-  t.join();
+  SleepAndAdvance(clock, std::chrono::seconds(10));
 }
 
 TEST(Clock, FakeClockAdvancesMonotonicTimeAndIgnoresWallSteps) {
@@ -68,10 +76,7 @@ TEST(Clock, FakeClockAdvancesMonotonicTimeAndIgnoresWallSteps) {
   // An NTP step back moves wall time only; a sleep measured on monotonic time is not prolonged.
   clock.SetWallTime(w0 - std::chrono::hours(1));
   EXPECT_EQ(clock.MonotonicNow() - m0, std::chrono::seconds(3));
-  std::thread t([&] { clock.SleepFor(std::chrono::seconds(1), nullptr); });
-  while (clock.Sleepers() == 0) std::this_thread::yield();
-  clock.Advance(std::chrono::seconds(1));
-  t.join();
+  SleepAndAdvance(clock, std::chrono::seconds(1));
 }
 
 TEST(Clock, SystemClockMonotonicNeverGoesBack) {

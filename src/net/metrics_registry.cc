@@ -37,31 +37,23 @@ std::string LabelSet(const std::vector<std::string>& names, const Labels& values
 
 }  // namespace
 
+template <typename V>
+V ScalarFamily<V>::Value(const Labels& labels) const {
+  std::lock_guard<std::mutex> l(r_.mu_);
+  auto it = series_.find(labels);
+  return it == series_.end() ? V{} : it->second;
+}
+template class ScalarFamily<uint64_t>;
+template class ScalarFamily<double>;
+
 void Counter::Increment(const Labels& labels, uint64_t by) {
   std::lock_guard<std::mutex> l(r_.mu_);
   series_[labels] += by;
 }
 
-void Counter::Touch(const Labels& labels) {
-  std::lock_guard<std::mutex> l(r_.mu_);
-  series_[labels];
-}
-
-uint64_t Counter::Value(const Labels& labels) const {
-  std::lock_guard<std::mutex> l(r_.mu_);
-  auto it = series_.find(labels);
-  return it == series_.end() ? 0 : it->second;
-}
-
 void Gauge::Set(const Labels& labels, double value) {
   std::lock_guard<std::mutex> l(r_.mu_);
   series_[labels] = value;
-}
-
-double Gauge::Value(const Labels& labels) const {
-  std::lock_guard<std::mutex> l(r_.mu_);
-  auto it = series_.find(labels);
-  return it == series_.end() ? 0 : it->second;
 }
 
 void Histogram::Observe(const Labels& labels, double value) {
@@ -90,39 +82,34 @@ uint64_t Histogram::Count(const Labels& labels) const {
   return it == series_.end() ? 0 : it->second.count;
 }
 
-MetricsRegistry::Family& MetricsRegistry::Add(const std::string& name, const std::string& help, const char* type,
-                                              std::vector<std::string> label_names) {
+template <typename T, typename... Args>
+T& MetricsRegistry::Add(std::unique_ptr<T> Family::*slot, const std::string& name, const std::string& help,
+                        const char* type, std::vector<std::string> label_names, Args&&... args) {
+  std::lock_guard<std::mutex> l(mu_);
   auto f = std::make_unique<Family>();
   f->name = name;
   f->help = help;
   f->type = type;
   f->label_names = std::move(label_names);
+  (*f).*slot = std::unique_ptr<T>(new T(*this, std::forward<Args>(args)...));
+  T& metric = *((*f).*slot);
   families_.push_back(std::move(f));
-  return *families_.back();
+  return metric;
 }
 
 Counter& MetricsRegistry::AddCounter(const std::string& name, const std::string& help,
                                      std::vector<std::string> label_names) {
-  std::lock_guard<std::mutex> l(mu_);
-  Family& f = Add(name, help, "counter", std::move(label_names));
-  f.counter.reset(new Counter(*this));
-  return *f.counter;
+  return Add(&Family::counter, name, help, "counter", std::move(label_names));
 }
 
 Gauge& MetricsRegistry::AddGauge(const std::string& name, const std::string& help,
                                  std::vector<std::string> label_names) {
-  std::lock_guard<std::mutex> l(mu_);
-  Family& f = Add(name, help, "gauge", std::move(label_names));
-  f.gauge.reset(new Gauge(*this));
-  return *f.gauge;
+  return Add(&Family::gauge, name, help, "gauge", std::move(label_names));
 }
 
 Histogram& MetricsRegistry::AddHistogram(const std::string& name, const std::string& help,
                                          std::vector<std::string> label_names, std::vector<double> bounds) {
-  std::lock_guard<std::mutex> l(mu_);
-  Family& f = Add(name, help, "histogram", std::move(label_names));
-  f.histogram.reset(new Histogram(*this, std::move(bounds)));
-  return *f.histogram;
+  return Add(&Family::histogram, name, help, "histogram", std::move(label_names), std::move(bounds));
 }
 
 std::string MetricsRegistry::Render() const {

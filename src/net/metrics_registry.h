@@ -23,33 +23,42 @@ using Labels = std::vector<std::string>;  // values, in the order of the family'
 
 class MetricsRegistry;
 
-class Counter {
+// The series of one counter or gauge family: a value per label set.
+template <typename V>
+class ScalarFamily {
+ public:
+  // 0 when the series does not exist.
+  V Value(const Labels& labels = {}) const;
+
+ protected:
+  explicit ScalarFamily(MetricsRegistry& r) : r_(r) {}
+  MetricsRegistry& r_;
+  std::map<Labels, V> series_;  // guarded by r_.mu_
+
+ private:
+  friend class MetricsRegistry;
+};
+
+class Counter : public ScalarFamily<uint64_t> {
  public:
   // Adds `by` to the series (created at 0 first).
   void Increment(const Labels& labels = {}, uint64_t by = 1);
   // Creates the series at 0 so it renders before it is first counted.
-  void Touch(const Labels& labels = {});
-  // 0 when the series does not exist.
-  uint64_t Value(const Labels& labels = {}) const;
+  void Touch(const Labels& labels = {}) { Increment(labels, 0); }
 
  private:
   friend class MetricsRegistry;
-  explicit Counter(MetricsRegistry& r) : r_(r) {}
-  MetricsRegistry& r_;
-  std::map<Labels, uint64_t> series_;  // guarded by r_.mu_
+  using ScalarFamily::ScalarFamily;
 };
 
-class Gauge {
+class Gauge : public ScalarFamily<double> {
  public:
   void Set(const Labels& labels, double value);
   void Set(double value) { Set({}, value); }
-  double Value(const Labels& labels = {}) const;
 
  private:
   friend class MetricsRegistry;
-  explicit Gauge(MetricsRegistry& r) : r_(r) {}
-  MetricsRegistry& r_;
-  std::map<Labels, double> series_;  // guarded by r_.mu_
+  using ScalarFamily::ScalarFamily;
 };
 
 class Histogram {
@@ -89,6 +98,8 @@ class MetricsRegistry {
   std::string Render() const;
 
  private:
+  template <typename V>
+  friend class ScalarFamily;
   friend class Counter;
   friend class Gauge;
   friend class Histogram;
@@ -99,8 +110,9 @@ class MetricsRegistry {
     std::unique_ptr<Gauge> gauge;
     std::unique_ptr<Histogram> histogram;
   };
-  Family& Add(const std::string& name, const std::string& help, const char* type,
-              std::vector<std::string> label_names) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  template <typename T, typename... Args>
+  T& Add(std::unique_ptr<T> Family::*slot, const std::string& name, const std::string& help, const char* type,
+         std::vector<std::string> label_names, Args&&... args);
 
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Family>> families_ ABSL_GUARDED_BY(mu_);

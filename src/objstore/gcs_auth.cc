@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "net/url.h"
 
@@ -62,28 +63,30 @@ absl::StatusOr<AccessToken> PostForTokenImpl(HttpClient& http, Clock& clock, con
 absl::StatusOr<std::string> CachingTokenSource::AuthorizationHeader() {
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (cached_ && clock_.Now() < refresh_at_) return "Bearer " + cached_->token;
+    if (cached_ && clock_.MonotonicNow() < refresh_at_) return "Bearer " + cached_->token;
   }
   std::lock_guard<std::mutex> f(fetch_mu_);
   {
     // Another thread may have refreshed while this one waited.
     std::lock_guard<std::mutex> l(mu_);
-    if (cached_ && clock_.Now() < refresh_at_) return "Bearer " + cached_->token;
+    if (cached_ && clock_.MonotonicNow() < refresh_at_) return "Bearer " + cached_->token;
   }
   auto tok = Fetch();
   std::lock_guard<std::mutex> l(mu_);
   if (!tok.ok()) {
     // A still-valid cached token beats an error: the endpoint may be briefly down.
-    if (cached_ && clock_.Now() < cached_->expires_at - std::chrono::seconds(30)) {
+    if (cached_ && clock_.MonotonicNow() < usable_until_) {
       return "Bearer " + cached_->token;
     }
     return tok.status();
   }
   ++fetches_;
-  Time now = clock_.Now();
-  Duration lifetime = tok->expires_at - now;
+  // The token's lifetime is counted from now, on monotonic time (expires_at came from expires_in).
+  Duration lifetime = tok->expires_at - clock_.Now();
   Duration margin = std::min<Duration>(refresh_margin_, lifetime / 2);
-  refresh_at_ = tok->expires_at - margin;
+  const MonoTime mono_now = clock_.MonotonicNow();
+  refresh_at_ = mono_now + (lifetime - margin);
+  usable_until_ = mono_now + (lifetime - std::chrono::seconds(30));
   cached_ = std::move(*tok);
   return "Bearer " + cached_->token;
 }
@@ -100,18 +103,7 @@ int CachingTokenSource::fetches() const {
 
 // ---- JWT ----
 
-std::string Base64UrlEncode(const std::string& in) {
-  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
-  out.resize(n);
-  while (!out.empty() && out.back() == '=') out.pop_back();
-  for (char& c : out) {
-    if (c == '+') c = '-';
-    else if (c == '/') c = '_';
-  }
-  return out;
-}
+std::string Base64UrlEncode(const std::string& in) { return absl::WebSafeBase64Escape(in); }
 
 absl::StatusOr<std::string> SignRs256(const std::string& pem_private_key, const std::string& data) {
   std::unique_ptr<BIO, decltype(&BIO_free)> bio(

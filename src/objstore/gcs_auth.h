@@ -84,7 +84,10 @@ class CachingTokenSource : public TokenSource {
   std::mutex fetch_mu_;  // serialises Fetch()
   mutable std::mutex mu_;
   std::optional<AccessToken> cached_ ABSL_GUARDED_BY(mu_);
-  Time refresh_at_ ABSL_GUARDED_BY(mu_);
+  // On monotonic time, taken when the token arrived, so a wall-clock step neither keeps a stale token nor
+  // throws away a good one.
+  MonoTime refresh_at_ ABSL_GUARDED_BY(mu_);
+  MonoTime usable_until_ ABSL_GUARDED_BY(mu_);  // 30 s before expiry
   int fetches_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

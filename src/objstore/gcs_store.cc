@@ -11,6 +11,7 @@
 #include <system_error>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
 #include "net/url.h"
@@ -29,13 +30,6 @@ bool RetryableStatus(long status) {
 
 bool Is2xx(long status) { return status >= 200 && status < 300; }
 
-std::string Base64(const unsigned char* data, size_t n) {
-  std::string out(4 * ((n + 2) / 3) + 1, '\0');
-  int len = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data, static_cast<int>(n));
-  out.resize(len);
-  return out;
-}
-
 // Incremental MD5 (GCS reports md5Hash, base64, for every non-composite object).
 class Md5 {
  public:
@@ -46,7 +40,7 @@ class Md5 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
     EVP_DigestFinal_ex(ctx_.get(), md, &len);
-    return Base64(md, len);
+    return absl::Base64Escape(absl::string_view(reinterpret_cast<const char*>(md), len));
   }
 
  private:
