@@ -6,7 +6,7 @@
 #include <exception>
 
 #include "common/ids.h"
-#include "common/status.h"
+#include "common/grpc_status.h"
 #include "google/protobuf/util/time_util.h"
 
 namespace falcon::apiserver {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/status.h"
+#include "common/grpc_status.h"
 
 namespace falcon::apiserver {
 

@@ -1,11 +1,11 @@
 #include "cli/api_client.h"
 
-#include <httplib.h>
-
 #include <cstdio>
 #include <fstream>
 
 #include "common/status.h"
+#include "net/http_client.h"
+#include "net/url.h"
 
 namespace falcon::cli {
 namespace {
@@ -25,21 +25,6 @@ absl::StatusCode CodeForHttp(int s) {
     case 504: return absl::StatusCode::kDeadlineExceeded;
     default: return s >= 500 ? absl::StatusCode::kInternal : absl::StatusCode::kUnknown;
   }
-}
-
-std::string EscapeQueryValue(const std::string& s) {
-  std::string out;
-  static const char* kHex = "0123456789ABCDEF";
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
 }
 
 bool HeaderTrue(const std::string& v) { return v == "true" || v == "1" || v == "True" || v == "TRUE"; }
@@ -65,82 +50,57 @@ absl::Status StatusFromHttp(int http_status, const std::string& body) {
                                                     (head.empty() ? "" : ": " + head));
 }
 
-ApiClient::ApiClient(std::string server, ClientOptions options) {
+ApiClient::ApiClient(std::string server, ClientOptions options)
+    : options_(options), http_(std::make_unique<net::HttpClient>()) {
   if (server.find("://") == std::string::npos) server = "http://" + server;
   while (!server.empty() && server.back() == '/') server.pop_back();
   server_ = server;
-  // Split off a path prefix: httplib::Client takes scheme://host:port only.
-  size_t host_start = server.find("://") + 3;
-  size_t slash = server.find('/', host_start);
-  std::string origin = server;
-  if (slash != std::string::npos) {
-    origin = server.substr(0, slash);
-    base_path_ = server.substr(slash);
-  }
-  http_ = std::make_unique<httplib::Client>(origin);
-  auto secs = [](std::chrono::milliseconds ms) {
-    return std::make_pair(static_cast<time_t>(ms.count() / 1000), static_cast<time_t>((ms.count() % 1000) * 1000));
-  };
-  auto [cs, cus] = secs(options.connect_timeout);
-  auto [rs, rus] = secs(options.request_timeout);
-  http_->set_connection_timeout(cs, cus);
-  http_->set_read_timeout(rs, rus);
-  http_->set_write_timeout(rs, rus);
-  http_->set_keep_alive(true);
 }
 
 ApiClient::~ApiClient() = default;
 
-std::string ApiClient::EscapeSegment(const std::string& s) { return EscapeQueryValue(s); }
+std::string ApiClient::EscapeSegment(const std::string& s) { return net::PercentEncode(s); }
 
-std::string ApiClient::EscapePath(const std::string& s) {
-  std::string out;
-  size_t start = 0;
-  while (true) {
-    size_t slash = s.find('/', start);
-    out += EscapeSegment(s.substr(start, slash == std::string::npos ? std::string::npos : slash - start));
-    if (slash == std::string::npos) break;
-    out += '/';
-    start = slash + 1;
-  }
-  return out;
-}
+std::string ApiClient::EscapePath(const std::string& s) { return net::PercentEncodePath(s); }
 
 std::string ApiClient::Url(const std::string& path, const Query& query) const {
-  std::string url = base_path_ + path;
-  char sep = '?';
-  for (const auto& [k, v] : query) {
-    url += sep;
-    url += EscapeQueryValue(k) + "=" + EscapeQueryValue(v);
-    sep = '&';
-  }
-  return url;
+  // server_ may carry a path prefix ("http://host/falcon"): routes go below it.
+  return server_ + path + net::QueryString(query);
 }
 
-absl::Status ApiClient::TransportError(int err, const std::string& method, const std::string& path) const {
-  auto e = static_cast<httplib::Error>(err);
+net::HttpRequest ApiClient::Request(const std::string& method, const std::string& path, const Query& query) const {
+  net::HttpRequest req;
+  req.method = method;
+  req.url = Url(path, query);
+  req.connect_timeout = options_.connect_timeout;
+  req.low_speed_time = std::max(std::chrono::seconds(1),
+                                std::chrono::duration_cast<std::chrono::seconds>(options_.request_timeout));
+  return req;
+}
+
+absl::Status ApiClient::TransportError(const absl::Status& s, const std::string& method,
+                                       const std::string& path) const {
   const std::string hint =
       " Is falcon-apiserver running there? Point the CLI at it with --server, FALCON_SERVER or `server:` in "
       "~/.config/falcon/config.yaml.";
-  switch (e) {
-    case httplib::Error::Connection:
-    case httplib::Error::ConnectionTimeout:
-    case httplib::Error::BindIPAddress:
-      return absl::UnavailableError("falcon-apiserver is unreachable at " + server_ + " (" +
-                                    httplib::to_string(e) + " error)." + hint);
-    case httplib::Error::SSLConnection:
-    case httplib::Error::SSLLoadingCerts:
-    case httplib::Error::SSLServerVerification:
-      return absl::UnavailableError("TLS handshake with " + server_ + " failed (" + httplib::to_string(e) +
+  // curl's reason is the part after "METHOD URL: ".
+  std::string reason(s.message());
+  if (size_t colon = reason.find(": "); colon != std::string::npos) reason = reason.substr(colon + 2);
+  switch (net::TransportFailureOf(s)) {
+    case net::TransportFailure::kConnect:
+      return absl::UnavailableError("falcon-apiserver is unreachable at " + server_ + " (" + reason + ")." + hint);
+    case net::TransportFailure::kTls:
+    case net::TransportFailure::kTlsVerify:
+      return absl::UnavailableError("TLS handshake with " + server_ + " failed (" + reason +
                                     "): check the scheme (http:// or https://) of the server address.");
-    case httplib::Error::Read:
-    case httplib::Error::Write:
-      return absl::UnavailableError("the connection to falcon-apiserver at " + server_ + " broke during " +
-                                    method + " " + path + " (" + httplib::to_string(e) +
-                                    " error); retry, and check the server's log if it persists.");
+    case net::TransportFailure::kBroken:
+    case net::TransportFailure::kTimeout:
+      return absl::UnavailableError("the connection to falcon-apiserver at " + server_ + " broke during " + method +
+                                    " " + path + " (" + reason +
+                                    "); retry, and check the server's log if it persists.");
     default:
-      return absl::UnavailableError("request " + method + " " + path + " to " + server_ + " failed (" +
-                                    httplib::to_string(e) + " error).");
+      return absl::UnavailableError("request " + method + " " + path + " to " + server_ + " failed (" + reason +
+                                    ").");
   }
 }
 
@@ -150,26 +110,20 @@ absl::StatusOr<nlohmann::json> ApiClient::Get(const std::string& path, const Que
 
 absl::StatusOr<nlohmann::json> ApiClient::Send(const std::string& method, const std::string& path,
                                                const nlohmann::json& body, const Query& query) {
-  std::string url = Url(path, query);
-  std::string payload;
+  net::HttpRequest req = Request(method, path, query);
+  req.headers = {"Accept: application/json"};
   if (!body.is_null()) {
     try {
-      payload = body.dump();
+      req.body = body.dump();
     } catch (const nlohmann::json::exception& e) {
       return absl::InvalidArgumentError(std::string("cannot encode the request as JSON: ") + e.what() +
                                         " (text fields must be valid UTF-8)");
     }
   }
-  httplib::Headers headers = {{"Accept", "application/json"}};
-  httplib::Result res = [&]() {
-    if (method == "GET") return http_->Get(url, headers);
-    if (method == "POST") return http_->Post(url, headers, payload, "application/json");
-    if (method == "PATCH") return http_->Patch(url, headers, payload, "application/json");
-    if (method == "PUT") return http_->Put(url, headers, payload, "application/json");
-    return http_->Delete(url, headers, payload, "application/json");
-  }();
-  if (!res) return TransportError(static_cast<int>(res.error()), method, path);
-  if (res->status < 200 || res->status >= 300) return StatusFromHttp(res->status, res->body);
+  if (method != "GET") req.headers.push_back("Content-Type: application/json");
+  auto res = http_->Send(req);
+  if (!res.ok()) return TransportError(res.status(), method, path);
+  if (!res->ok()) return StatusFromHttp(static_cast<int>(res->status), res->body);
   if (res->body.empty()) return nlohmann::json::object();
   auto j = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
@@ -181,83 +135,72 @@ absl::StatusOr<nlohmann::json> ApiClient::Send(const std::string& method, const 
 
 absl::StatusOr<LogChunk> ApiClient::GetLogs(const std::string& analysis_id, int64_t offset) {
   std::string path = "/v1/analyses/" + EscapeSegment(analysis_id) + "/logs";
-  std::string url = Url(path, {{"offset", std::to_string(offset)}});
-  auto res = http_->Get(url, httplib::Headers{{"Accept", "text/plain"}});
-  if (!res) return TransportError(static_cast<int>(res.error()), "GET", path);
-  if (res->status < 200 || res->status >= 300) return StatusFromHttp(res->status, res->body);
+  net::HttpRequest req = Request("GET", path, {{"offset", std::to_string(offset)}});
+  req.headers = {"Accept: text/plain"};
+  auto res = http_->Send(req);
+  if (!res.ok()) return TransportError(res.status(), "GET", path);
+  if (!res->ok()) return StatusFromHttp(static_cast<int>(res->status), res->body);
   LogChunk chunk;
   chunk.content = std::move(res->body);
   chunk.next_offset = offset + static_cast<int64_t>(chunk.content.size());
-  if (res->has_header("X-Falcon-Next-Offset")) {
+  if (res->Has("x-falcon-next-offset")) {
     try {
-      chunk.next_offset = std::stoll(res->get_header_value("X-Falcon-Next-Offset"));
+      chunk.next_offset = std::stoll(res->Header("x-falcon-next-offset"));
     } catch (const std::exception&) {
       return absl::InternalError("falcon-apiserver sent a malformed X-Falcon-Next-Offset header: " +
-                                 res->get_header_value("X-Falcon-Next-Offset"));
+                                 res->Header("x-falcon-next-offset"));
     }
   }
-  if (res->has_header("X-Falcon-Complete")) {
+  if (res->Has("x-falcon-complete")) {
     chunk.has_complete_header = true;
-    chunk.complete = HeaderTrue(res->get_header_value("X-Falcon-Complete"));
+    chunk.complete = HeaderTrue(res->Header("x-falcon-complete"));
   }
   return chunk;
 }
 
 absl::StatusOr<int64_t> ApiClient::Download(const std::string& path,
                                             const std::function<bool(const char*, size_t)>& sink) {
-  int status = 0;
-  std::string error_body;
-  int64_t received = 0;
+  net::HttpRequest req = Request("GET", path, {});
   bool sink_failed = false;
-  auto res = http_->Get(
-      Url(path, {}), httplib::Headers{},
-      [&](const httplib::Response& r) {
-        status = r.status;
-        return true;
-      },
-      [&](const char* data, size_t len) {
-        if (status < 200 || status >= 300) {
-          if (error_body.size() < 64 * 1024) error_body.append(data, len);
-          return true;
-        }
-        received += static_cast<int64_t>(len);
-        if (!sink(data, len)) {
-          sink_failed = true;
-          return false;
-        }
-        return true;
-      });
+  req.sink = [&](const char* data, size_t len) {
+    if (!sink(data, len)) {
+      sink_failed = true;
+      return false;
+    }
+    return true;
+  };
+  auto res = http_->Send(req);
   if (sink_failed) return absl::AbortedError("writing the download of " + path + " failed");
-  if (!res) return TransportError(static_cast<int>(res.error()), "GET", path);
-  if (res->status < 200 || res->status >= 300) return StatusFromHttp(res->status, error_body);
-  return received;
+  if (!res.ok()) return TransportError(res.status(), "GET", path);
+  if (!res->ok()) return StatusFromHttp(static_cast<int>(res->status), res->body);
+  return res->sink_bytes;
 }
 
 absl::StatusOr<nlohmann::json> ApiClient::UploadFile(const std::string& path, const std::string& local_path) {
-  auto in = std::make_shared<std::ifstream>(local_path, std::ios::binary);
-  if (!*in) return absl::NotFoundError("cannot open " + local_path + " for reading: check the path");
-  in->seekg(0, std::ios::end);
-  auto size = static_cast<size_t>(in->tellg());
-  in->seekg(0, std::ios::beg);
+  std::ifstream in(local_path, std::ios::binary);
+  if (!in) return absl::NotFoundError("cannot open " + local_path + " for reading: check the path");
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<int64_t>(in.tellg());
+  in.seekg(0, std::ios::beg);
+  net::HttpRequest req = Request("PUT", path, {});
+  req.headers = {"Accept: application/json", "Content-Type: application/octet-stream"};
+  req.body_size = size;
+  int64_t sent = 0;
   bool read_failed = false;
-  auto res = http_->Put(
-      Url(path, {}), httplib::Headers{{"Accept", "application/json"}}, size,
-      [&, in](size_t offset, size_t length, httplib::DataSink& sink) {
-        char buf[64 * 1024];
-        size_t n = std::min(length, sizeof(buf));
-        in->seekg(static_cast<std::streamoff>(offset));
-        in->read(buf, static_cast<std::streamsize>(n));
-        if (in->gcount() <= 0) {
-          read_failed = true;
-          return false;
-        }
-        sink.write(buf, static_cast<size_t>(in->gcount()));
-        return true;
-      },
-      "application/octet-stream");
+  req.body_reader = [&](char* buf, size_t max) -> size_t {
+    if (sent >= size) return 0;
+    in.read(buf, static_cast<std::streamsize>(std::min<int64_t>(static_cast<int64_t>(max), size - sent)));
+    if (in.gcount() <= 0) {
+      read_failed = true;
+      return net::HttpRequest::kReadAbort;
+    }
+    sent += in.gcount();
+    return static_cast<size_t>(in.gcount());
+  };
+  auto res = http_->Send(req);
   if (read_failed) return absl::DataLossError("reading " + local_path + " failed during the upload");
-  if (!res) return TransportError(static_cast<int>(res.error()), "PUT", path);
-  if (res->status < 200 || res->status >= 300) return StatusFromHttp(res->status, res->body);
+  if (!res.ok()) return TransportError(res.status(), "PUT", path);
+  if (!res->ok()) return StatusFromHttp(static_cast<int>(res->status), res->body);
   if (res->body.empty()) return nlohmann::json::object();
   auto j = nlohmann::json::parse(res->body, nullptr, false);
   if (j.is_discarded()) return absl::InternalError("the upload answer is not JSON: " + res->body.substr(0, 120));

@@ -1,6 +1,8 @@
 // The falcon CLI's client of the falcon-apiserver HTTP/JSON API (routes in docs/cli.md). Every failure is
 // an absl::Status whose message says what went wrong and what to do: an unreachable server names its
-// address, an API error keeps the server's code and message. Not thread-safe: one client per command.
+// address, an API error keeps the server's code and message. Speaks HTTP through the shared client
+// (net/http_client.h), so keep-alive connections are reused across a command's requests. Not
+// thread-safe: one client per command.
 #pragma once
 
 #include <chrono>
@@ -16,9 +18,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-namespace httplib {
-class Client;
-}
+namespace falcon::net {
+class HttpClient;
+struct HttpRequest;
+}  // namespace falcon::net
 
 namespace falcon::cli {
 
@@ -36,6 +39,7 @@ struct LogChunk {
 
 struct ClientOptions {
   std::chrono::milliseconds connect_timeout{5000};
+  // How long the server may stay silent (no byte sent or received) before the request is abandoned.
   std::chrono::milliseconds request_timeout{60000};
 };
 
@@ -73,11 +77,12 @@ class ApiClient {
 
  private:
   std::string Url(const std::string& path, const Query& query) const;
-  absl::Status TransportError(int err, const std::string& method, const std::string& path) const;
+  net::HttpRequest Request(const std::string& method, const std::string& path, const Query& query) const;
+  absl::Status TransportError(const absl::Status& s, const std::string& method, const std::string& path) const;
 
   std::string server_;
-  std::string base_path_;
-  std::unique_ptr<httplib::Client> http_;
+  ClientOptions options_;
+  std::unique_ptr<net::HttpClient> http_;
 };
 
 // The status for a non-2xx HTTP answer: the API's {"error":{"code","message"}} when present, otherwise

@@ -203,68 +203,9 @@ std::string HumanDuration(std::chrono::seconds d) {
   return std::to_string(days) + "d";
 }
 
-std::optional<Time> ParseRfc3339(std::string_view s) {
-  // YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)
-  if (s.size() < 20) return std::nullopt;
-  auto num = [&](size_t pos, size_t len, int& out) {
-    out = 0;
-    for (size_t i = pos; i < pos + len; ++i) {
-      if (!std::isdigit(static_cast<unsigned char>(s[i]))) return false;
-      out = out * 10 + (s[i] - '0');
-    }
-    return true;
-  };
-  int Y, M, D, h, m, sec;
-  if (!num(0, 4, Y) || s[4] != '-' || !num(5, 2, M) || s[7] != '-' || !num(8, 2, D) ||
-      (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || !num(11, 2, h) || s[13] != ':' || !num(14, 2, m) ||
-      s[16] != ':' || !num(17, 2, sec)) {
-    return std::nullopt;
-  }
-  size_t i = 19;
-  int64_t nanos = 0;
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    int digits = 0;
-    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
-      if (digits < 9) {
-        nanos = nanos * 10 + (s[i] - '0');
-        ++digits;
-      }
-      ++i;
-    }
-    while (digits++ < 9) nanos *= 10;
-  }
-  int offset_min = 0;
-  if (i < s.size() && (s[i] == 'Z' || s[i] == 'z')) {
-    ++i;
-  } else if (i + 6 <= s.size() && (s[i] == '+' || s[i] == '-')) {
-    int oh, om;
-    if (!num(i + 1, 2, oh) || s[i + 3] != ':' || !num(i + 4, 2, om)) return std::nullopt;
-    offset_min = (oh * 60 + om) * (s[i] == '-' ? -1 : 1);
-    i += 6;
-  } else {
-    return std::nullopt;
-  }
-  if (i != s.size()) return std::nullopt;
-  std::tm tm{};
-  tm.tm_year = Y - 1900;
-  tm.tm_mon = M - 1;
-  tm.tm_mday = D;
-  tm.tm_hour = h;
-  tm.tm_min = m;
-  tm.tm_sec = sec;
-  time_t t = timegm(&tm);
-  return Time(std::chrono::seconds(t - offset_min * 60)) +
-         std::chrono::duration_cast<Time::duration>(std::chrono::nanoseconds(nanos));
-}
+// The CLI's names for the shared RFC 3339 functions (common/rfc3339.h); tables show whole seconds.
+std::optional<Time> ParseRfc3339(std::string_view s) { return ::falcon::ParseRfc3339(s); }
 
-std::string FormatRfc3339(Time t) {
-  time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string FormatRfc3339(Time t) { return ::falcon::FormatRfc3339Seconds(t); }
 
 }  // namespace falcon::cli

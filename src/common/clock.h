@@ -9,16 +9,28 @@
 #include <mutex>
 #include <random>
 
+#include "common/rfc3339.h"
+
 namespace falcon {
 
 using Time = std::chrono::system_clock::time_point;
+// A point on a clock that never jumps (NTP steps, a changed time zone database or an operator setting the
+// date move Time, never this). Only differences of two MonoTimes mean anything.
+using MonoTime = std::chrono::steady_clock::time_point;
 using Duration = std::chrono::nanoseconds;
 
+// Two readings: Now() for what is stored or shown (timestamps, Lease times), MonotonicNow() for what is
+// measured (timeouts, backoff, deadlines, rate limits).
 class Clock {
  public:
   virtual ~Clock() = default;
   // Wall-clock now. Thread-safe.
   virtual Time Now() = 0;
+  // Monotonic now. Thread-safe. The default derives it from Now(), for simple test clocks that only step
+  // wall time; SystemClock and FakeClock keep a real monotonic reading.
+  virtual MonoTime MonotonicNow() {
+    return MonoTime(std::chrono::duration_cast<MonoTime::duration>(Now().time_since_epoch()));
+  }
   // Blocks until `d` has passed on this clock or `wake()` returns true (checked whenever Notify() is
   // called or time advances). Returns true if woken by the predicate. Thread-safe.
   virtual bool SleepFor(Duration d, const std::function<bool()>& wake) = 0;
@@ -30,6 +42,7 @@ class Clock {
 class SystemClock : public Clock {
  public:
   Time Now() override { return std::chrono::system_clock::now(); }
+  MonoTime MonotonicNow() override { return std::chrono::steady_clock::now(); }
   bool SleepFor(Duration d, const std::function<bool()>& wake) override;
   void Notify() override;
 
@@ -38,15 +51,18 @@ class SystemClock : public Clock {
   std::condition_variable cv_;
 };
 
-// A clock that only moves when Advance() is called; Advance wakes sleepers whose deadline passed.
-// Thread-safe.
+// A clock that only moves when Advance() is called; Advance moves wall and monotonic time together and
+// wakes sleepers whose deadline passed. SetWallTime() steps wall time alone, as NTP would. Thread-safe.
 class FakeClock : public Clock {
  public:
   explicit FakeClock(Time start = Time(std::chrono::seconds(1'700'000'000))) : now_(start) {}
   Time Now() override;
+  MonoTime MonotonicNow() override;
   bool SleepFor(Duration d, const std::function<bool()>& wake) override;
   void Notify() override;
   void Advance(Duration d);
+  // Steps wall time to `t` without moving monotonic time (what an NTP step does); wakes no sleeper.
+  void SetWallTime(Time t);
   // Number of threads currently blocked in SleepFor (lets tests wait until a loop is parked).
   int Sleepers();
 
@@ -54,6 +70,8 @@ class FakeClock : public Clock {
   std::mutex mu_;
   std::condition_variable cv_;
   Time now_;
+  // Starts far from zero so that code subtracting a duration from it stays on the clock.
+  MonoTime mono_ = MonoTime(std::chrono::hours(24 * 365));
   int sleepers_ = 0;
 };
 
@@ -66,9 +84,10 @@ class Random {
   double Uniform() { return static_cast<double>(Next() >> 11) * (1.0 / 9007199254740992.0); }
 };
 
-class SystemRandom : public Random {
+// A Mersenne twister behind a mutex: the real source seeds it from the system, the fake with a constant.
+class SeededRandom : public Random {
  public:
-  SystemRandom() : gen_(std::random_device{}()) {}
+  explicit SeededRandom(uint64_t seed) : gen_(seed) {}
   uint64_t Next() override {
     std::lock_guard<std::mutex> l(mu_);
     return gen_();
@@ -79,21 +98,15 @@ class SystemRandom : public Random {
   std::mt19937_64 gen_;
 };
 
-class FakeRandom : public Random {
+class SystemRandom : public SeededRandom {
  public:
-  explicit FakeRandom(uint64_t seed = 42) : gen_(seed) {}
-  uint64_t Next() override {
-    std::lock_guard<std::mutex> l(mu_);
-    return gen_();
-  }
-
- private:
-  std::mutex mu_;
-  std::mt19937_64 gen_;
+  SystemRandom() : SeededRandom(std::random_device{}()) {}
 };
 
-// RFC 3339 with microseconds in UTC ("2026-11-29T08:37:21.123456Z"), and back.
-std::string FormatRfc3339(Time t);
-bool ParseRfc3339(const std::string& s, Time* out);
+// Deterministic: the same seed gives the same sequence (tests).
+class FakeRandom : public SeededRandom {
+ public:
+  explicit FakeRandom(uint64_t seed = 42) : SeededRandom(seed) {}
+};
 
 }  // namespace falcon

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/grpc_status.h"
 #include "common/ids.h"
 #include "common/quantity.h"
 #include "common/status.h"
@@ -50,13 +51,56 @@ TEST(Status, Mapping) {
   EXPECT_EQ(FromGrpcStatus(g).code(), absl::StatusCode::kNotFound);
 }
 
+// Sleeps `d` on another thread, advances the clock by `d` once that thread is parked, and joins it: the
+// sleep must end by the advance alone. Waits at most 10 s of real time for the thread to park.
+void SleepAndAdvance(FakeClock& clock, Duration d) {
+  std::thread t([&] { clock.SleepFor(d, nullptr); });
+  auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (clock.Sleepers() == 0 && std::chrono::steady_clock::now() < give_up) std::this_thread::yield();
+  EXPECT_EQ(clock.Sleepers(), 1) << "the sleeping thread never parked";
+  clock.Advance(d);
+  t.join();
+}
+
 TEST(Clock, FakeClockWakesSleepersOnAdvance) {
   FakeClock clock;
-  std::thread t([&] { clock.SleepFor(std::chrono::seconds(10), nullptr); });
-  EXPECT_TRUE(testsupport::WaitFor("the thread to sleep on the fake clock", [&] { return clock.Sleepers() > 0; },
-                                   std::chrono::seconds(5), std::chrono::milliseconds(1)));
-  clock.Advance(std::chrono::seconds(10));
-  t.join();
+  SleepAndAdvance(clock, std::chrono::seconds(10));
+}
+
+TEST(Clock, FakeClockAdvancesMonotonicTimeAndIgnoresWallSteps) {
+  FakeClock clock;
+  MonoTime m0 = clock.MonotonicNow();
+  Time w0 = clock.Now();
+  clock.Advance(std::chrono::seconds(3));
+  EXPECT_EQ(clock.MonotonicNow() - m0, std::chrono::seconds(3));
+  EXPECT_EQ(clock.Now() - w0, std::chrono::seconds(3));
+  // An NTP step back moves wall time only; a sleep measured on monotonic time is not prolonged.
+  clock.SetWallTime(w0 - std::chrono::hours(1));
+  EXPECT_EQ(clock.MonotonicNow() - m0, std::chrono::seconds(3));
+  SleepAndAdvance(clock, std::chrono::seconds(1));
+}
+
+TEST(Clock, SystemClockMonotonicNeverGoesBack) {
+  SystemClock clock;
+  MonoTime a = clock.MonotonicNow();
+  MonoTime b = clock.MonotonicNow();
+  EXPECT_LE(a, b);
+}
+
+TEST(Clock, Rfc3339Forms) {
+  Time base = Time(std::chrono::seconds(1'700'000'000));
+  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20Z"), base);
+  EXPECT_EQ(ParseRfc3339("2023-11-14T23:13:20+01:00"), base);
+  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20.5Z"), base + std::chrono::milliseconds(500));
+  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20.123456789Z"), base + std::chrono::nanoseconds(123456789));
+  EXPECT_FALSE(ParseRfc3339("2023-11-14T22:13:20").has_value());  // no zone
+  EXPECT_FALSE(ParseRfc3339("yesterday").has_value());
+  EXPECT_FALSE(ParseRfc3339("").has_value());
+  EXPECT_EQ(FormatRfc3339Seconds(base + std::chrono::milliseconds(900)), "2023-11-14T22:13:20Z");
+  EXPECT_EQ(FormatRfc3339(Time(std::chrono::microseconds(-1))), "1969-12-31T23:59:59.999999Z");
+  Time out = base;
+  EXPECT_FALSE(ParseRfc3339(std::string("nope"), &out));
+  EXPECT_EQ(out, base);
 }
 
 TEST(Clock, Rfc3339RoundTrip) {

@@ -11,16 +11,6 @@ constexpr std::array<const char*, 17> kNames = {
     "DATA_LOSS", "UNAUTHENTICATED"};
 }  // namespace
 
-grpc::Status ToGrpcStatus(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
-
-absl::Status FromGrpcStatus(const grpc::Status& s) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
-}
-
 int HttpStatusFor(absl::StatusCode code) {
   switch (code) {
     case absl::StatusCode::kOk: return 200;

@@ -1,8 +1,8 @@
-// Status at module boundaries: absl::Status / absl::StatusOr with the canonical codes, and their 1:1
-// mapping to gRPC status codes and to HTTP statuses. Thread-safe (pure functions).
+// Status at module boundaries: absl::Status / absl::StatusOr with the canonical codes, and their mapping
+// to HTTP statuses and code names. The 1:1 mapping to gRPC statuses is in common/grpc_status.h, apart, so
+// that code that speaks no gRPC (the CLI, the runner) does not compile against gRPC. Thread-safe (pure
+// functions).
 #pragma once
-
-#include <grpcpp/support/status.h>
 
 #include <string>
 #include <string_view>
@@ -11,10 +11,6 @@
 #include "absl/status/statusor.h"
 
 namespace falcon {
-
-// absl <-> gRPC: codes are numerically identical by design.
-grpc::Status ToGrpcStatus(const absl::Status& s);
-absl::Status FromGrpcStatus(const grpc::Status& s);
 
 // The HTTP status a client should see for a code (NOT_FOUND -> 404, INVALID_ARGUMENT -> 400,
 // RESOURCE_EXHAUSTED -> 413 for size limits, UNAVAILABLE -> 503, ...).

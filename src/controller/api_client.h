@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "falcon/api/v1/api.pb.h"
+#include "falcon/api/v1/status_words.h"
 #include "falcon/api/v1/types.pb.h"
 
 namespace falcon::controller {
@@ -25,10 +26,7 @@ namespace apiv1 = ::falcon::api::v1;
 
 inline constexpr char kLeaseEpochMetadataKey[] = "x-falcon-lease-epoch";
 
-inline bool IsTerminal(apiv1::AnalysisStatus s) {
-  return s == apiv1::ANALYSIS_STATUS_SUCCEEDED || s == apiv1::ANALYSIS_STATUS_FAILED ||
-         s == apiv1::ANALYSIS_STATUS_CANCELLED;
-}
+using apiv1::IsTerminal;  // falcon/api/v1/status_words.h
 
 class ApiClient {
  public:

@@ -3,7 +3,7 @@
 
 #include <atomic>
 
-#include "common/status.h"
+#include "common/grpc_status.h"
 #include "controller/api_client.h"
 #include "controller/backoff.h"
 #include "falcon/api/v1/api.grpc.pb.h"

@@ -2,7 +2,7 @@
 
 #include <exception>
 
-#include "common/status.h"
+#include "common/grpc_status.h"
 
 namespace falcon::controller {
 namespace {

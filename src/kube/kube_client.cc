@@ -3,29 +3,26 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <ctime>
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "net/url.h"
 
 namespace falcon::kube {
 namespace {
 
 constexpr char kHttpPayloadUrl[] = "falcon.kube/http-status";
 
-struct CurlGlobal {
-  CurlGlobal() { curl_global_init(CURL_GLOBAL_DEFAULT); }
-};
-
-void EnsureCurlGlobal() {
-  static CurlGlobal g;  // initialised once, thread-safe; holds no behaviour beyond libcurl's init
-  (void)g;
-}
-
-size_t AppendBody(char* ptr, size_t size, size_t nmemb, void* userdata) {
-  static_cast<std::string*>(userdata)->append(ptr, size * nmemb);
-  return size * nmemb;
+net::ClientOptions HttpOptions(const KubeConfig& config, const ClientOptions& options) {
+  net::ClientOptions o;
+  o.user_agent = options.user_agent;
+  // TLS: verification stays on unless the kubeconfig explicitly says insecure-skip-tls-verify.
+  o.tls.insecure_skip_verify = config.insecure_skip_tls_verify;
+  o.tls.ca_pem = config.ca_pem;
+  o.tls.client_cert_pem = config.client_cert_pem;
+  o.tls.client_key_pem = config.client_key_pem;
+  o.max_idle_handles = 32;
+  return o;
 }
 
 std::string ApiMessage(const std::string& body) {
@@ -59,7 +56,8 @@ absl::StatusOr<json> ParseBody(const HttpResponse& r, std::string_view what) {
 // ---------------------------------------------------------------------------------------------------------
 
 RateLimiter::RateLimiter(Clock& clock, double qps, int burst)
-    : clock_(clock), qps_(qps), burst_(std::max(1, burst)), tokens_(std::max(1, burst)), last_(clock.Now()) {}
+    : clock_(clock), qps_(qps), burst_(std::max(1, burst)), tokens_(std::max(1, burst)),
+      last_(clock.MonotonicNow()) {}
 
 void RateLimiter::Acquire() {
   if (qps_ <= 0) return;  // unlimited
@@ -67,7 +65,7 @@ void RateLimiter::Acquire() {
     Duration wait{};
     {
       std::lock_guard<std::mutex> l(mu_);
-      Time now = clock_.Now();
+      MonoTime now = clock_.MonotonicNow();
       double elapsed = std::chrono::duration<double>(now - last_).count();
       if (elapsed > 0) {
         tokens_ = std::min(burst_, tokens_ + elapsed * qps_);
@@ -131,108 +129,13 @@ absl::Status StatusFromResponse(const HttpResponse& r, std::string_view what) {
   return s;
 }
 
-std::string UrlEncode(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
-std::string FormatMicroTime(Time t) {
-  auto us = std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
-  std::time_t secs = static_cast<std::time_t>(us / 1000000);
-  long frac = static_cast<long>(us % 1000000);
-  if (frac < 0) {
-    frac += 1000000;
-    secs -= 1;
-  }
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, frac);
-  return buf;
-}
-
-std::optional<Time> ParseTime(const std::string& s) {
-  int y, mo, d, h, mi, se;
-  if (s.size() < 20 || std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &y, &mo, &d, &h, &mi, &se) != 6) {
-    return std::nullopt;
-  }
-  size_t i = 19;
-  long long micros = 0;
-  if (i < s.size() && s[i] == '.') {
-    ++i;
-    int digits = 0;
-    while (i < s.size() && isdigit(static_cast<unsigned char>(s[i]))) {
-      if (digits < 6) {
-        micros = micros * 10 + (s[i] - '0');
-        ++digits;
-      }
-      ++i;
-    }
-    while (digits++ < 6) micros *= 10;
-  }
-  long offset = 0;
-  if (i < s.size() && (s[i] == '+' || s[i] == '-')) {
-    int oh = 0, om = 0;
-    if (std::sscanf(s.c_str() + i + 1, "%2d:%2d", &oh, &om) != 2) return std::nullopt;
-    offset = (oh * 3600 + om * 60) * (s[i] == '+' ? 1 : -1);
-  } else if (i >= s.size() || (s[i] != 'Z' && s[i] != 'z')) {
-    return std::nullopt;
-  }
-  std::tm tm{};
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  tm.tm_sec = se;
-  std::time_t secs = timegm(&tm) - offset;
-  return Time(std::chrono::seconds(secs)) + std::chrono::microseconds(micros);
-}
-
 // ---------------------------------------------------------------------------------------------------------
-
-struct KubeClient::Handle {
-  CURL* curl = nullptr;
-  Handle() : curl(curl_easy_init()) {}
-  ~Handle() {
-    if (curl) curl_easy_cleanup(curl);
-  }
-};
 
 KubeClient::KubeClient(KubeConfig config, Clock& clock, ClientOptions options)
     : config_(std::move(config)), clock_(clock), options_(std::move(options)),
-      limiter_(clock, options_.qps, options_.burst) {
-  EnsureCurlGlobal();
-}
+      limiter_(clock, options_.qps, options_.burst), http_(HttpOptions(config_, options_)) {}
 
 KubeClient::~KubeClient() = default;
-
-std::unique_ptr<KubeClient::Handle> KubeClient::TakeHandle() {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (!pool_.empty()) {
-      auto h = std::move(pool_.back());
-      pool_.pop_back();
-      return h;
-    }
-  }
-  return std::make_unique<Handle>();
-}
-
-void KubeClient::ReturnHandle(std::unique_ptr<Handle> h) {
-  std::lock_guard<std::mutex> l(mu_);
-  if (pool_.size() < 32) pool_.push_back(std::move(h));
-}
 
 void KubeClient::ForgetExecToken() {
   std::lock_guard<std::mutex> l(exec_mu_);
@@ -243,11 +146,12 @@ void KubeClient::ForgetExecToken() {
 std::string KubeClient::BearerToken() {
   if (config_.exec) {
     std::lock_guard<std::mutex> l(exec_mu_);
-    Time now = clock_.Now();
+    Time now = clock_.Now();  // the plugin's expiry is a wall-clock time
+    MonoTime mono_now = clock_.MonotonicNow();
     // Renewed a little before it expires, so a request does not leave with a token about to lapse.
     const bool due = exec_token_.empty() || (exec_expiry_ && now + std::chrono::seconds(10) >= *exec_expiry_);
     // A plugin that just failed is not run again for every request (each run may take up to its timeout).
-    const bool resting = exec_failed_at_ && now >= *exec_failed_at_ && now - *exec_failed_at_ < std::chrono::seconds(5);
+    const bool resting = exec_failed_at_ && mono_now - *exec_failed_at_ < std::chrono::seconds(5);
     if (due && !resting) {
       auto c = RunExecPlugin(*config_.exec);
       if (c.ok()) {
@@ -255,7 +159,7 @@ std::string KubeClient::BearerToken() {
         exec_expiry_ = c->expiry;
         exec_failed_at_.reset();
       } else {
-        exec_failed_at_ = now;
+        exec_failed_at_ = mono_now;
         spdlog::warn("kube: {} (asking it again in 5 s)", std::string(c.status().message()));
       }
     }
@@ -263,8 +167,8 @@ std::string KubeClient::BearerToken() {
   }
   if (config_.token_file.empty()) return config_.token;
   std::lock_guard<std::mutex> l(mu_);
-  Time now = clock_.Now();
-  if (token_.empty() || now - token_read_ >= options_.token_reload_interval || now < token_read_) {
+  MonoTime now = clock_.MonotonicNow();
+  if (token_.empty() || !token_read_ || now - *token_read_ >= options_.token_reload_interval) {
     auto t = ReadFileToString(config_.token_file);
     if (t.ok()) {
       std::string tok = *t;
@@ -278,53 +182,28 @@ std::string KubeClient::BearerToken() {
   return token_.empty() ? config_.token : token_;
 }
 
-void KubeClient::Prepare(CURL* c, const std::string& method, const std::string& path, curl_slist** headers,
-                         const std::string& content_type) {
-  curl_easy_reset(c);
-  std::string url = config_.server + path;
-  curl_easy_setopt(c, CURLOPT_URL, url.c_str());
-  curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(c, CURLOPT_USERAGENT, options_.user_agent.c_str());
-  curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, static_cast<long>(options_.connect_timeout.count()));
-  curl_easy_setopt(c, CURLOPT_TCP_KEEPALIVE, 1L);
-  // TLS: verification stays on unless the kubeconfig explicitly says insecure-skip-tls-verify.
-  if (config_.insecure_skip_tls_verify) {
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-  } else {
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
-    curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
-  }
-  if (!config_.ca_pem.empty()) {
-    curl_blob blob{const_cast<char*>(config_.ca_pem.data()), config_.ca_pem.size(), CURL_BLOB_COPY};
-    curl_easy_setopt(c, CURLOPT_CAINFO_BLOB, &blob);
-  }
-  if (!config_.client_cert_pem.empty()) {
-    curl_blob cert{const_cast<char*>(config_.client_cert_pem.data()), config_.client_cert_pem.size(),
-                   CURL_BLOB_COPY};
-    curl_blob key{const_cast<char*>(config_.client_key_pem.data()), config_.client_key_pem.size(),
-                  CURL_BLOB_COPY};
-    curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
-    curl_easy_setopt(c, CURLOPT_SSLCERT_BLOB, &cert);
-    curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
-    curl_easy_setopt(c, CURLOPT_SSLKEY_BLOB, &key);
-  }
-  std::string token = BearerToken();
-  if (!token.empty()) *headers = curl_slist_append(*headers, ("Authorization: Bearer " + token).c_str());
+net::HttpRequest KubeClient::Prepare(const std::string& method, const std::string& path,
+                                     const std::string& content_type) {
+  net::HttpRequest req;
+  req.method = method;
+  req.url = config_.server + path;
+  req.connect_timeout = options_.connect_timeout;
+  req.bearer_token = BearerToken();
   if (!options_.impersonate_user.empty()) {
-    *headers = curl_slist_append(*headers, ("Impersonate-User: " + options_.impersonate_user).c_str());
-    for (const auto& g : options_.impersonate_groups) {
-      *headers = curl_slist_append(*headers, ("Impersonate-Group: " + g).c_str());
-    }
+    req.headers.push_back("Impersonate-User: " + options_.impersonate_user);
+    for (const auto& g : options_.impersonate_groups) req.headers.push_back("Impersonate-Group: " + g);
   }
-  *headers = curl_slist_append(*headers, "Accept: application/json");
-  if (!content_type.empty()) *headers = curl_slist_append(*headers, ("Content-Type: " + content_type).c_str());
-  curl_easy_setopt(c, CURLOPT_HTTPHEADER, *headers);
-  if (method == "GET") {
-    curl_easy_setopt(c, CURLOPT_HTTPGET, 1L);
-  } else {
-    curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method.c_str());
+  req.headers.push_back("Accept: application/json");
+  if (!content_type.empty()) req.headers.push_back("Content-Type: " + content_type);
+  return req;
+}
+
+absl::Status KubeClient::TransportError(const absl::Status& s) const {
+  if (net::TransportFailureOf(s) == net::TransportFailure::kTlsVerify) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        s.message(), " (TLS verification failed: check the kubeconfig's certificate-authority and client certificate)"));
   }
+  return s;
 }
 
 absl::StatusOr<HttpResponse> KubeClient::Do(const std::string& method, const std::string& path,
@@ -341,33 +220,12 @@ absl::StatusOr<HttpResponse> KubeClient::Do(const std::string& method, const std
 absl::StatusOr<HttpResponse> KubeClient::DoOnce(const std::string& method, const std::string& path,
                                                 const std::string& body, const std::string& content_type) {
   limiter_.Acquire();
-  auto h = TakeHandle();
-  if (!h->curl) return absl::InternalError("curl_easy_init failed");
-  curl_slist* headers = nullptr;
-  Prepare(h->curl, method, path, &headers, body.empty() ? "" : content_type);
-  HttpResponse r;
-  curl_easy_setopt(h->curl, CURLOPT_TIMEOUT_MS, static_cast<long>(options_.request_timeout.count()));
-  if (!body.empty() || method == "POST" || method == "PUT" || method == "PATCH") {
-    curl_easy_setopt(h->curl, CURLOPT_POSTFIELDS, body.c_str());
-    curl_easy_setopt(h->curl, CURLOPT_POSTFIELDSIZE, static_cast<long>(body.size()));
-  }
-  curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, AppendBody);
-  curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &r.body);
-  CURLcode rc = curl_easy_perform(h->curl);
-  curl_slist_free_all(headers);
-  if (rc != CURLE_OK) {
-    std::string what = absl::StrCat(method, " ", config_.server, path, ": ", curl_easy_strerror(rc));
-    // Drop the handle: its connection may be broken.
-    if (rc == CURLE_OPERATION_TIMEDOUT) return absl::DeadlineExceededError(what);
-    if (rc == CURLE_SSL_CACERT || rc == CURLE_PEER_FAILED_VERIFICATION || rc == CURLE_SSL_CERTPROBLEM) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          what, " (TLS verification failed: check the kubeconfig's certificate-authority and client certificate)"));
-    }
-    return absl::UnavailableError(what);
-  }
-  curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &r.code);
-  ReturnHandle(std::move(h));
-  return r;
+  net::HttpRequest req = Prepare(method, path, body.empty() ? "" : content_type);
+  req.timeout = options_.request_timeout;
+  req.body = body;
+  auto r = http_.Send(req);
+  if (!r.ok()) return TransportError(r.status());
+  return HttpResponse{r->status, std::move(r->body)};
 }
 
 absl::StatusOr<json> KubeClient::Get(const std::string& path) {
@@ -407,8 +265,8 @@ absl::StatusOr<KubeClient::ListResult> KubeClient::List(const std::string& colle
   bool restarted = false;
   for (;;) {
     std::string q = absl::StrCat(collection_path, "?limit=", limit);
-    if (!label_selector.empty()) q += "&labelSelector=" + UrlEncode(label_selector);
-    if (!cont.empty()) q += "&continue=" + UrlEncode(cont);
+    if (!label_selector.empty()) q += "&labelSelector=" + net::PercentEncode(label_selector);
+    if (!cont.empty()) q += "&continue=" + net::PercentEncode(cont);
     auto page = Get(q);
     if (!page.ok()) {
       if (HttpCodeOf(page.status()) == 410 && !cont.empty() && !restarted) {
@@ -435,77 +293,21 @@ absl::StatusOr<KubeClient::ListResult> KubeClient::List(const std::string& colle
   return out;
 }
 
-namespace {
-struct StreamCtx {
-  const std::function<bool(std::string_view)>* on_data = nullptr;
-  const std::function<bool()>* should_stop = nullptr;
-  bool ok_status = true;
-  bool cancelled = false;
-  std::string error_body;
-  CURL* curl = nullptr;
-};
-
-size_t StreamWrite(char* ptr, size_t size, size_t nmemb, void* userdata) {
-  auto* ctx = static_cast<StreamCtx*>(userdata);
-  size_t n = size * nmemb;
-  long code = 0;
-  curl_easy_getinfo(ctx->curl, CURLINFO_RESPONSE_CODE, &code);
-  if (code < 200 || code >= 300) {
-    ctx->ok_status = false;
-    if (ctx->error_body.size() < 65536) ctx->error_body.append(ptr, n);
-    return n;
-  }
-  if (*ctx->should_stop && (*ctx->should_stop)()) {
-    ctx->cancelled = true;
-    return 0;
-  }
-  if (!(*ctx->on_data)(std::string_view(ptr, n))) {
-    ctx->cancelled = true;
-    return 0;
-  }
-  return n;
-}
-
-int StreamProgress(void* userdata, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
-  auto* ctx = static_cast<StreamCtx*>(userdata);
-  if (*ctx->should_stop && (*ctx->should_stop)()) {
-    ctx->cancelled = true;
-    return 1;
-  }
-  return 0;
-}
-}  // namespace
-
 absl::Status KubeClient::Stream(const std::string& path, const std::function<bool(std::string_view)>& on_data,
                                 const std::function<bool()>& should_stop, std::chrono::milliseconds timeout) {
   limiter_.Acquire();
-  auto h = std::make_unique<Handle>();  // a long-lived connection of its own
-  if (!h->curl) return absl::InternalError("curl_easy_init failed");
-  curl_slist* headers = nullptr;
-  Prepare(h->curl, "GET", path, &headers, "");
-  StreamCtx ctx;
-  ctx.on_data = &on_data;
-  ctx.should_stop = &should_stop;
-  ctx.curl = h->curl;
-  curl_easy_setopt(h->curl, CURLOPT_TIMEOUT_MS, static_cast<long>(timeout.count()));
-  curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, StreamWrite);
-  curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &ctx);
-  curl_easy_setopt(h->curl, CURLOPT_NOPROGRESS, 0L);
-  curl_easy_setopt(h->curl, CURLOPT_XFERINFOFUNCTION, StreamProgress);
-  curl_easy_setopt(h->curl, CURLOPT_XFERINFODATA, &ctx);
-  CURLcode rc = curl_easy_perform(h->curl);
-  curl_slist_free_all(headers);
-  if (ctx.cancelled) return absl::CancelledError("stream stopped");
-  long code = 0;
-  curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &code);
-  if (code != 0 && (code < 200 || code >= 300)) {
-    if (code == 401 && config_.exec) ForgetExecToken();  // the next watch asks the plugin again
-    return StatusFromResponse(HttpResponse{code, ctx.error_body}, "GET " + path);
+  net::HttpRequest req = Prepare("GET", path, "");
+  req.timeout = timeout;
+  req.sink = [&](const char* p, size_t n) { return on_data(std::string_view(p, n)); };
+  req.should_stop = should_stop;
+  auto r = http_.Send(req);
+  if (!r.ok()) {
+    if (r.status().code() == absl::StatusCode::kCancelled) return absl::CancelledError("stream stopped");
+    return TransportError(r.status());
   }
-  if (rc != CURLE_OK) {
-    std::string what = absl::StrCat("GET ", config_.server, path, ": ", curl_easy_strerror(rc));
-    if (rc == CURLE_OPERATION_TIMEDOUT) return absl::DeadlineExceededError(what);
-    return absl::UnavailableError(what);
+  if (!r->ok()) {
+    if (r->status == 401 && config_.exec) ForgetExecToken();  // the next watch asks the plugin again
+    return StatusFromResponse(HttpResponse{r->status, std::move(r->body)}, "GET " + path);
   }
   return absl::OkStatus();
 }
@@ -546,11 +348,10 @@ bool Informer::Stopping() const {
 void Informer::Run() {
   std::map<std::string, json> known;  // name -> last object seen
   int failures = 0;
+  const net::Backoff policy(options_.backoff_base, options_.backoff_max, /*random=*/nullptr, /*jitter=*/0);
   auto backoff = [&]() {
-    auto d = options_.backoff_base * (1 << std::min(failures, 10));
-    if (d > options_.backoff_max) d = options_.backoff_max;
     ++failures;
-    clock_.SleepFor(d, [this] { return Stopping(); });
+    clock_.SleepFor(policy.Delay(failures), [this] { return Stopping(); });
   };
   auto name_of = [](const json& o) -> std::string {
     return o.value("metadata", json::object()).value("name", "");
@@ -584,9 +385,9 @@ void Informer::Run() {
     // Watch until 410 Gone or repeated failures force a re-list.
     int watch_failures = 0;
     while (!Stopping()) {
-      std::string q = absl::StrCat(path_, "?watch=1&allowWatchBookmarks=true&resourceVersion=", UrlEncode(rv),
+      std::string q = absl::StrCat(path_, "?watch=1&allowWatchBookmarks=true&resourceVersion=", net::PercentEncode(rv),
                                    "&timeoutSeconds=", options_.watch_timeout_seconds);
-      if (!selector_.empty()) q += "&labelSelector=" + UrlEncode(selector_);
+      if (!selector_.empty()) q += "&labelSelector=" + net::PercentEncode(selector_);
       {
         std::lock_guard<std::mutex> l(mu_);
         stats_.watches++;

@@ -1,10 +1,9 @@
-// A small Kubernetes REST client on libcurl and nlohmann-json: TLS with verification, client certificate or
-// bearer token (a token file is re-read as it rotates), request timeouts, a client-side QPS/burst limit,
-// paged lists, and streaming GETs (watches, followed logs). Thread-safe: any number of threads may issue
-// requests at once (each request takes an easy handle from a pool, so connections are reused).
+// A small Kubernetes REST client on the shared HTTP client (net/http_client.h) and nlohmann-json: TLS with
+// verification, client certificate or bearer token (a token file is re-read as it rotates), request
+// timeouts, a client-side QPS/burst limit, paged lists, and streaming GETs (watches, followed logs).
+// Thread-safe: any number of threads may issue requests at once (connections are reused by the HTTP
+// client's handle pool).
 #pragma once
-
-#include <curl/curl.h>
 
 #include <chrono>
 #include <functional>
@@ -21,6 +20,8 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "kube/kube_config.h"
+#include "net/http_client.h"
+#include "net/retry.h"
 
 namespace falcon::kube {
 
@@ -39,8 +40,8 @@ struct ClientOptions {
   std::chrono::seconds token_reload_interval{std::chrono::seconds(60)};
 };
 
-// A token bucket on the injected clock: Acquire() takes one token, sleeping until one is available.
-// Thread-safe.
+// A token bucket on the injected clock's monotonic time: Acquire() takes one token, sleeping until one is
+// available. Thread-safe.
 class RateLimiter {
  public:
   RateLimiter(Clock& clock, double qps, int burst);
@@ -51,8 +52,8 @@ class RateLimiter {
   const double qps_;
   const double burst_;
   std::mutex mu_;
-  double tokens_;  // guarded by mu_
-  Time last_;      // guarded by mu_
+  double tokens_;   // guarded by mu_
+  MonoTime last_;   // guarded by mu_
 };
 
 struct HttpResponse {
@@ -68,9 +69,6 @@ int HttpCodeOf(const absl::Status& s);
 // 410 OUT_OF_RANGE (expired resourceVersion), 429/5xx UNAVAILABLE. The message names `what` and quotes the
 // apiserver's message.
 absl::Status StatusFromResponse(const HttpResponse& r, std::string_view what);
-
-// Percent-encodes a query value.
-std::string UrlEncode(std::string_view s);
 
 class KubeClient {
  public:
@@ -112,28 +110,27 @@ class KubeClient {
                       const std::function<bool()>& should_stop, std::chrono::milliseconds timeout);
 
  private:
-  struct Handle;
-  std::unique_ptr<Handle> TakeHandle();
-  void ReturnHandle(std::unique_ptr<Handle> h);
   absl::StatusOr<HttpResponse> DoOnce(const std::string& method, const std::string& path, const std::string& body,
                                       const std::string& content_type);
   std::string BearerToken();
-  void Prepare(CURL* c, const std::string& method, const std::string& path, curl_slist** headers,
-               const std::string& content_type);
+  // The request every call starts from: URL, token, impersonation, Accept and Content-Type, timeouts.
+  net::HttpRequest Prepare(const std::string& method, const std::string& path, const std::string& content_type);
+  // A transport failure, worded for a kubeconfig's user.
+  absl::Status TransportError(const absl::Status& s) const;
 
   const KubeConfig config_;
   Clock& clock_;
   const ClientOptions options_;
   RateLimiter limiter_;
+  net::HttpClient http_;
   std::mutex mu_;
-  std::vector<std::unique_ptr<Handle>> pool_;  // guarded by mu_
   std::string token_;                          // guarded by mu_
-  Time token_read_{};                          // guarded by mu_
+  std::optional<MonoTime> token_read_;         // guarded by mu_
   // Exec credential plugin: the token it gave and until when; run again when it is near expiry or after a 401.
   std::mutex exec_mu_;
   std::string exec_token_;                     // guarded by exec_mu_
   std::optional<Time> exec_expiry_;            // guarded by exec_mu_
-  std::optional<Time> exec_failed_at_;         // guarded by exec_mu_: the last run that failed
+  std::optional<MonoTime> exec_failed_at_;     // guarded by exec_mu_: the last run that failed
   void ForgetExecToken();
 };
 
@@ -141,7 +138,7 @@ class KubeClient {
 // Delivers every object of each (re)list as kAdded (and kDeleted for objects gone since the last list),
 // then watch events. Handles: BOOKMARK (advances the resourceVersion), 410 Gone as an HTTP status or an
 // in-stream ERROR (re-list), a stream that ends or drops (re-watch from the last resourceVersion; re-list
-// after repeated failures), with capped backoff between failed attempts.
+// after repeated failures), with capped backoff (net::Backoff) between failed attempts.
 class Informer {
  public:
   enum class EventType { kAdded, kModified, kDeleted };
@@ -186,10 +183,5 @@ class Informer {
   bool synced_ = false; // guarded by mu_
   std::unique_ptr<std::thread> thread_;
 };
-
-// Kubernetes timestamps. FormatMicroTime: "2006-01-02T15:04:05.000000Z" (Lease times);
-// ParseTime accepts RFC 3339 with or without fractional seconds, "Z" or an offset.
-std::string FormatMicroTime(Time t);
-std::optional<Time> ParseTime(const std::string& s);
 
 }  // namespace falcon::kube

@@ -128,13 +128,13 @@ TEST(KubeHelpersTest, Base64AndTimes) {
   EXPECT_EQ(*Base64Decode("aGVsbG8gd29ybGQ="), "hello world");
   EXPECT_EQ(*Base64Decode("aGVs\nbG8="), "hello");
   EXPECT_FALSE(Base64Decode("a$b").ok());
+  // Kubernetes' MicroTime (Lease times) and Time forms, through the shared RFC 3339 functions.
   Time t = Time(std::chrono::seconds(1700000000)) + std::chrono::microseconds(123456);
-  EXPECT_EQ(FormatMicroTime(t), "2023-11-14T22:13:20.123456Z");
-  EXPECT_EQ(ParseTime("2023-11-14T22:13:20.123456Z"), t);
-  EXPECT_EQ(ParseTime("2023-11-14T22:13:20Z"), Time(std::chrono::seconds(1700000000)));
-  EXPECT_EQ(ParseTime("2023-11-14T23:13:20+01:00"), Time(std::chrono::seconds(1700000000)));
-  EXPECT_FALSE(ParseTime("yesterday").has_value());
-  EXPECT_EQ(UrlEncode("a=b,c d"), "a%3Db%2Cc%20d");
+  EXPECT_EQ(FormatRfc3339(t), "2023-11-14T22:13:20.123456Z");
+  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20.123456Z"), t);
+  EXPECT_EQ(ParseRfc3339("2023-11-14T22:13:20Z"), Time(std::chrono::seconds(1700000000)));
+  EXPECT_EQ(ParseRfc3339("2023-11-14T23:13:20+01:00"), Time(std::chrono::seconds(1700000000)));
+  EXPECT_FALSE(ParseRfc3339("yesterday").has_value());
 }
 
 TEST(KubeHelpersTest, StatusMapping) {

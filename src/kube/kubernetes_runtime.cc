@@ -111,10 +111,10 @@ PodStatus PodStatusFromObject(const json& pod) {
       if (it.value().is_string()) s.labels[it.key()] = it.value().get<std::string>();
     }
   }
-  if (auto t = ParseTime(Str(meta, "creationTimestamp"))) s.created_at = *t;
+  if (auto t = ParseRfc3339(Str(meta, "creationTimestamp"))) s.created_at = *t;
   s.deleting = meta.contains("deletionTimestamp") && !meta["deletionTimestamp"].is_null();
   s.phase = PhaseFrom(Str(status, "phase"));
-  if (auto t = ParseTime(Str(status, "startTime"))) s.started_at = *t;
+  if (auto t = ParseRfc3339(Str(status, "startTime"))) s.started_at = *t;
 
   // The container's state.
   if (status.contains("containerStatuses") && status["containerStatuses"].is_array() &&
@@ -126,7 +126,7 @@ PodStatus PodStatusFromObject(const json& pod) {
       s.exit_code = t.value("exitCode", 0);
       s.reason = Str(t, "reason");
       s.message = Str(t, "message");
-      if (auto ft = ParseTime(Str(t, "finishedAt"))) s.finished_at = *ft;
+      if (auto ft = ParseRfc3339(Str(t, "finishedAt"))) s.finished_at = *ft;
     } else if (state.contains("waiting") && state["waiting"].is_object()) {
       std::string r = Str(state["waiting"], "reason");
       if (r != "ContainerCreating" && r != "PodInitializing") {

@@ -45,8 +45,8 @@ class KubeLeaseClient : public LeaseClient {
     json spec = {{"holderIdentity", r.holder},
                  {"leaseDurationSeconds", r.lease_duration_seconds},
                  {"leaseTransitions", r.transitions}};
-    if (r.acquire_time) spec["acquireTime"] = FormatMicroTime(*r.acquire_time);
-    if (r.renew_time) spec["renewTime"] = FormatMicroTime(*r.renew_time);
+    if (r.acquire_time) spec["acquireTime"] = FormatRfc3339(*r.acquire_time);
+    if (r.renew_time) spec["renewTime"] = FormatRfc3339(*r.renew_time);
     return {{"apiVersion", "coordination.k8s.io/v1"}, {"kind", "Lease"}, {"metadata", meta}, {"spec", spec}};
   }
 
@@ -59,10 +59,10 @@ class KubeLeaseClient : public LeaseClient {
     r.lease_duration_seconds = spec.value("leaseDurationSeconds", 0);
     r.transitions = spec.value("leaseTransitions", 0);
     if (spec.contains("acquireTime") && spec["acquireTime"].is_string()) {
-      r.acquire_time = ParseTime(spec["acquireTime"].get<std::string>());
+      r.acquire_time = ParseRfc3339(spec["acquireTime"].get<std::string>());
     }
     if (spec.contains("renewTime") && spec["renewTime"].is_string()) {
-      r.renew_time = ParseTime(spec["renewTime"].get<std::string>());
+      r.renew_time = ParseRfc3339(spec["renewTime"].get<std::string>());
     }
     r.resource_version = j.value("metadata", json::object()).value("resourceVersion", "");
     return r;
@@ -169,7 +169,8 @@ void LeaseElector::Stop() {
 }
 
 bool LeaseElector::TryAcquireOrRenew() {
-  const Time now = clock_.Now();
+  const Time now = clock_.Now();  // written into the Lease
+  const MonoTime mono_now = clock_.MonotonicNow();
   const auto dur_s = std::chrono::duration_cast<std::chrono::seconds>(options_.lease_duration).count();
   auto old = lease_.Get();
   if (!old.ok()) {
@@ -185,19 +186,19 @@ bool LeaseElector::TryAcquireOrRenew() {
     auto created = lease_.Create(rec);
     if (!created.ok()) return false;
     observed_ = *created;
-    observed_time_ = clock_.Now();
+    observed_time_ = clock_.MonotonicNow();
     epoch_ = created->transitions;
     return true;
   }
   // The observed-time rule: only our own clock measures how long the record has been unchanged.
   if (!observed_ || !observed_->SameContent(*old)) {
     observed_ = *old;
-    observed_time_ = now;
+    observed_time_ = mono_now;
   }
   observed_->resource_version = old->resource_version;
   const bool held_by_other = !old->holder.empty() && old->holder != options_.identity;
   const auto held_for = std::chrono::seconds(old->lease_duration_seconds);
-  if (held_by_other && observed_time_ + held_for > now) return false;
+  if (held_by_other && observed_time_ + held_for > mono_now) return false;
 
   LeaseRecord rec;
   rec.holder = options_.identity;
@@ -219,7 +220,7 @@ bool LeaseElector::TryAcquireOrRenew() {
     return false;  // 409: someone else wrote first; re-read on the next try
   }
   observed_ = *updated;
-  observed_time_ = clock_.Now();
+  observed_time_ = clock_.MonotonicNow();
   epoch_ = updated->transitions;
   return true;
 }
@@ -255,13 +256,13 @@ void LeaseElector::Run() {
     if (callbacks_.on_started_leading) callbacks_.on_started_leading(epoch);
 
     // Leader: renew every retry period; give up when no renewal succeeded within the renew deadline.
-    Time last_renew = clock_.Now();
+    MonoTime last_renew = clock_.MonotonicNow();
     bool lost = false;
     while (!Stopping()) {
       clock_.SleepFor(options_.retry_period, stopping);
       if (Stopping()) break;
       if (TryAcquireOrRenew()) {
-        last_renew = clock_.Now();
+        last_renew = clock_.MonotonicNow();
         if (epoch_.load() != epoch) {  // cannot happen while we held it; be safe
           lost = true;
           break;
@@ -272,7 +273,7 @@ void LeaseElector::Run() {
         lost = true;  // someone else holds it now
         break;
       }
-      if (clock_.Now() - last_renew >= options_.renew_deadline) {
+      if (clock_.MonotonicNow() - last_renew >= options_.renew_deadline) {
         lost = true;
         break;
       }

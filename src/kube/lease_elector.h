@@ -115,7 +115,7 @@ class LeaseElector : public leader::LeaderElector {
   std::mutex mu_;
   bool stop_ = false;                   // guarded by mu_
   std::optional<LeaseRecord> observed_; // only touched by the elector thread
-  Time observed_time_{};                // only touched by the elector thread
+  MonoTime observed_time_{};            // only touched by the elector thread; monotonic: a local measure
   std::atomic<bool> leader_{false};
   std::atomic<int64_t> epoch_{0};
   std::unique_ptr<std::thread> thread_;

@@ -12,7 +12,9 @@
 #include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "net/url.h"
 
 namespace falcon::objstore {
 namespace {
@@ -28,7 +30,7 @@ std::string OpensslError() {
   return buf;
 }
 
-std::string FormEscape(const std::string& s) { return HttpClient::Escape(s); }
+std::string FormEscape(const std::string& s) { return net::PercentEncode(s); }
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -46,7 +48,7 @@ absl::StatusOr<AccessToken> PostForTokenImpl(HttpClient& http, Clock& clock, con
   req.url = uri;
   req.headers = {"Content-Type: application/x-www-form-urlencoded", "Accept: application/json"};
   req.body = form;
-  req.total_timeout_ms = 30'000;
+  req.timeout = std::chrono::seconds(30);
   auto resp = http.Send(req);
   if (!resp.ok()) {
     return absl::UnavailableError(absl::StrCat("token exchange for ", what, " failed: ", resp.status().message()));
@@ -61,28 +63,30 @@ absl::StatusOr<AccessToken> PostForTokenImpl(HttpClient& http, Clock& clock, con
 absl::StatusOr<std::string> CachingTokenSource::AuthorizationHeader() {
   {
     std::lock_guard<std::mutex> l(mu_);
-    if (cached_ && clock_.Now() < refresh_at_) return "Bearer " + cached_->token;
+    if (cached_ && clock_.MonotonicNow() < refresh_at_) return "Bearer " + cached_->token;
   }
   std::lock_guard<std::mutex> f(fetch_mu_);
   {
     // Another thread may have refreshed while this one waited.
     std::lock_guard<std::mutex> l(mu_);
-    if (cached_ && clock_.Now() < refresh_at_) return "Bearer " + cached_->token;
+    if (cached_ && clock_.MonotonicNow() < refresh_at_) return "Bearer " + cached_->token;
   }
   auto tok = Fetch();
   std::lock_guard<std::mutex> l(mu_);
   if (!tok.ok()) {
     // A still-valid cached token beats an error: the endpoint may be briefly down.
-    if (cached_ && clock_.Now() < cached_->expires_at - std::chrono::seconds(30)) {
+    if (cached_ && clock_.MonotonicNow() < usable_until_) {
       return "Bearer " + cached_->token;
     }
     return tok.status();
   }
   ++fetches_;
-  Time now = clock_.Now();
-  Duration lifetime = tok->expires_at - now;
+  // The token's lifetime is counted from now, on monotonic time (expires_at came from expires_in).
+  Duration lifetime = tok->expires_at - clock_.Now();
   Duration margin = std::min<Duration>(refresh_margin_, lifetime / 2);
-  refresh_at_ = tok->expires_at - margin;
+  const MonoTime mono_now = clock_.MonotonicNow();
+  refresh_at_ = mono_now + (lifetime - margin);
+  usable_until_ = mono_now + (lifetime - std::chrono::seconds(30));
   cached_ = std::move(*tok);
   return "Bearer " + cached_->token;
 }
@@ -99,18 +103,7 @@ int CachingTokenSource::fetches() const {
 
 // ---- JWT ----
 
-std::string Base64UrlEncode(const std::string& in) {
-  std::string out(4 * ((in.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                          reinterpret_cast<const unsigned char*>(in.data()), static_cast<int>(in.size()));
-  out.resize(n);
-  while (!out.empty() && out.back() == '=') out.pop_back();
-  for (char& c : out) {
-    if (c == '+') c = '-';
-    else if (c == '/') c = '_';
-  }
-  return out;
-}
+std::string Base64UrlEncode(const std::string& in) { return absl::WebSafeBase64Escape(in); }
 
 absl::StatusOr<std::string> SignRs256(const std::string& pem_private_key, const std::string& data) {
   std::unique_ptr<BIO, decltype(&BIO_free)> bio(
@@ -226,8 +219,8 @@ absl::StatusOr<AccessToken> MetadataServerTokenSource::Fetch() {
   HttpRequest req;
   req.url = "http://" + host_ + "/computeMetadata/v1/instance/service-accounts/default/token";
   req.headers = {"Metadata-Flavor: Google"};
-  req.connect_timeout_ms = 2'000;
-  req.total_timeout_ms = 10'000;
+  req.connect_timeout = std::chrono::seconds(2);
+  req.timeout = std::chrono::seconds(10);
   auto resp = http_.Send(req);
   if (!resp.ok()) {
     return absl::UnauthenticatedError(absl::StrCat(

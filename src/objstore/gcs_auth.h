@@ -18,9 +18,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "common/clock.h"
-#include "objstore/gcs_http.h"
+#include "net/http_client.h"
 
 namespace falcon::objstore {
+
+// The GCS code speaks HTTP through the shared client (net/http_client.h).
+using net::HttpClient;
+using net::HttpRequest;
+using net::HttpResponse;
 
 // Produces the Authorization header value for a request. Thread-safe.
 class TokenSource {
@@ -79,7 +84,10 @@ class CachingTokenSource : public TokenSource {
   std::mutex fetch_mu_;  // serialises Fetch()
   mutable std::mutex mu_;
   std::optional<AccessToken> cached_ ABSL_GUARDED_BY(mu_);
-  Time refresh_at_ ABSL_GUARDED_BY(mu_);
+  // On monotonic time, taken when the token arrived, so a wall-clock step neither keeps a stale token nor
+  // throws away a good one.
+  MonoTime refresh_at_ ABSL_GUARDED_BY(mu_);
+  MonoTime usable_until_ ABSL_GUARDED_BY(mu_);  // 30 s before expiry
   int fetches_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

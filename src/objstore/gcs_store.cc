@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,8 +11,10 @@
 #include <system_error>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "common/status.h"
+#include "net/url.h"
 
 namespace falcon::objstore {
 namespace {
@@ -29,13 +30,6 @@ bool RetryableStatus(long status) {
 
 bool Is2xx(long status) { return status >= 200 && status < 300; }
 
-std::string Base64(const unsigned char* data, size_t n) {
-  std::string out(4 * ((n + 2) / 3) + 1, '\0');
-  int len = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), data, static_cast<int>(n));
-  out.resize(len);
-  return out;
-}
-
 // Incremental MD5 (GCS reports md5Hash, base64, for every non-composite object).
 class Md5 {
  public:
@@ -46,7 +40,7 @@ class Md5 {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int len = 0;
     EVP_DigestFinal_ex(ctx_.get(), md, &len);
-    return Base64(md, len);
+    return absl::Base64Escape(absl::string_view(reinterpret_cast<const char*>(md), len));
   }
 
  private:
@@ -144,7 +138,9 @@ struct GcsObjectStore::Source {
 // ---- construction ----
 
 GcsObjectStore::GcsObjectStore(GcsOptions opts, std::unique_ptr<TokenSource> tokens, Clock& clock, Random& random)
-    : opts_(std::move(opts)), tokens_(std::move(tokens)), clock_(clock), random_(random) {
+    : opts_(std::move(opts)), tokens_(std::move(tokens)), clock_(clock), random_(random),
+      // Jitter 0.5: a delay in [d/2, d], GCS's guidance; spreads clients that failed together.
+      backoff_(opts_.retry.initial_backoff, opts_.retry.max_backoff, &random_, 0.5, opts_.retry.multiplier) {
   opts_.chunk_size = std::max<int64_t>(kChunkQuantum, (opts_.chunk_size + kChunkQuantum - 1) / kChunkQuantum *
                                                           kChunkQuantum);
   while (!opts_.endpoint.empty() && opts_.endpoint.back() == '/') opts_.endpoint.pop_back();
@@ -160,14 +156,14 @@ absl::StatusOr<std::unique_ptr<GcsObjectStore>> GcsObjectStore::Open(GcsOptions 
 }
 
 std::string GcsObjectStore::ObjectUrl(const std::string& key) const {
-  return absl::StrCat(opts_.endpoint, "/storage/v1/b/", HttpClient::Escape(opts_.bucket), "/o/",
-                      HttpClient::Escape(key));
+  return absl::StrCat(opts_.endpoint, "/storage/v1/b/", net::PercentEncode(opts_.bucket), "/o/",
+                      net::PercentEncode(key));
 }
 
 absl::Status GcsObjectStore::EnsureBucket() {
-  Time deadline = clock_.Now() + opts_.retry.deadline;
+  MonoTime deadline = clock_.MonotonicNow() + opts_.retry.deadline;
   HttpRequest req;
-  req.url = absl::StrCat(opts_.endpoint, "/storage/v1/b/", HttpClient::Escape(opts_.bucket));
+  req.url = absl::StrCat(opts_.endpoint, "/storage/v1/b/", net::PercentEncode(opts_.bucket));
   auto resp = SendWithRetry(req, deadline);
   std::string where = absl::StrCat("GCS bucket gs://", opts_.bucket, " at ", opts_.endpoint, " (", tokens_->Describe(), ")");
   if (!resp.ok()) return Annotate(resp.status(), "checking " + where);
@@ -183,7 +179,7 @@ absl::Status GcsObjectStore::EnsureBucket() {
   }
   HttpRequest create;
   create.method = "POST";
-  create.url = absl::StrCat(opts_.endpoint, "/storage/v1/b?project=", HttpClient::Escape(opts_.project));
+  create.url = absl::StrCat(opts_.endpoint, "/storage/v1/b?project=", net::PercentEncode(opts_.project));
   create.headers = {"Content-Type: application/json"};
   create.body = json{{"name", opts_.bucket}}.dump();
   resp = SendWithRetry(create, deadline);
@@ -196,6 +192,8 @@ absl::Status GcsObjectStore::EnsureBucket() {
 // ---- requests and retries ----
 
 absl::StatusOr<HttpResponse> GcsObjectStore::SendOnce(HttpRequest& req, HttpResponse* partial) {
+  // A transfer slower than 1 byte/s for a minute is a dead peer; large transfers are not limited.
+  if (req.low_speed_time.count() == 0) req.low_speed_time = std::chrono::seconds(60);
   for (int auth_try = 0;; ++auth_try) {
     auto auth = tokens_->AuthorizationHeader();
     if (!auth.ok()) return auth.status();
@@ -211,44 +209,49 @@ absl::StatusOr<HttpResponse> GcsObjectStore::SendOnce(HttpRequest& req, HttpResp
   }
 }
 
-absl::Status GcsObjectStore::Backoff(int attempt, Time deadline, const absl::Status& last) {
-  double base = std::chrono::duration<double>(opts_.retry.initial_backoff).count() *
-                std::pow(opts_.retry.multiplier, std::min(attempt, 30));
-  base = std::min(base, std::chrono::duration<double>(opts_.retry.max_backoff).count());
-  // Jitter in [base/2, base): spreads clients that failed together.
-  double delay_s = base * (0.5 + 0.5 * random_.Uniform());
-  auto delay = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(delay_s));
-  if (clock_.Now() + delay > deadline) {
-    return absl::UnavailableError(absl::StrCat("GCS gs://", opts_.bucket, " at ", opts_.endpoint,
-                                               " still failing after ", attempt + 1, " attempts: ", last.message()));
-  }
+absl::Status GcsObjectStore::GiveUp(int attempts, const absl::Status& last) const {
+  return absl::UnavailableError(absl::StrCat("GCS gs://", opts_.bucket, " at ", opts_.endpoint, " still failing after ",
+                                             attempts, " attempts: ", last.message()));
+}
+
+absl::Status GcsObjectStore::Backoff(int attempt, MonoTime deadline, const absl::Status& last) {
+  Duration delay = backoff_.Delay(attempt + 1);
+  if (clock_.MonotonicNow() + delay > deadline) return GiveUp(attempt + 1, last);
   ++retries_;
   clock_.SleepFor(delay, [] { return false; });
   return absl::OkStatus();
 }
 
-absl::StatusOr<HttpResponse> GcsObjectStore::SendWithRetry(HttpRequest req, Time deadline,
+absl::StatusOr<HttpResponse> GcsObjectStore::SendWithRetry(HttpRequest req, MonoTime deadline,
                                                            const std::function<void(HttpRequest&)>& before_retry) {
-  for (int attempt = 0;; ++attempt) {
-    auto resp = SendOnce(req);
-    absl::Status failure;
-    if (!resp.ok()) {
-      if (resp.status().code() != absl::StatusCode::kUnavailable) return resp.status();
-      failure = resp.status();
-    } else if (RetryableStatus(resp->status)) {
-      failure = GcsError(*resp, req.method + " " + req.url);
-    } else {
-      return resp;
-    }
-    absl::Status b = Backoff(attempt, deadline, failure);
-    if (!b.ok()) return b;
+  absl::StatusOr<HttpResponse> resp;
+  bool retryable = false;
+  net::RetryOptions retry;
+  retry.retryable = [&](const absl::Status&) { return retryable; };
+  retry.on_retry = [&](const absl::Status&, Duration) {
+    ++retries_;
     if (before_retry) before_retry(req);
-  }
+  };
+  int attempts = 0;
+  absl::Status last = net::RetryUntil(
+      clock_, deadline, backoff_,
+      [&]() -> absl::Status {
+        resp = SendOnce(req);
+        if (!resp.ok()) {
+          retryable = net::IsTransient(resp.status());
+          return resp.status();
+        }
+        retryable = RetryableStatus(resp->status);
+        return retryable ? GcsError(*resp, req.method + " " + req.url) : absl::OkStatus();
+      },
+      retry, &attempts);
+  if (last.ok() || !retryable) return resp;
+  return GiveUp(attempts, last);
 }
 
 // ---- reads ----
 
-absl::StatusOr<GcsObjectStore::ObjectMeta> GcsObjectStore::StatMeta(const std::string& key, Time deadline) {
+absl::StatusOr<GcsObjectStore::ObjectMeta> GcsObjectStore::StatMeta(const std::string& key, MonoTime deadline) {
   HttpRequest req;
   req.url = ObjectUrl(key);
   auto resp = SendWithRetry(req, deadline);
@@ -270,7 +273,7 @@ absl::StatusOr<GcsObjectStore::ObjectMeta> GcsObjectStore::StatMeta(const std::s
 }
 
 absl::StatusOr<ObjectInfo> GcsObjectStore::Stat(const std::string& key) {
-  auto m = StatMeta(key, clock_.Now() + opts_.retry.deadline);
+  auto m = StatMeta(key, clock_.MonotonicNow() + opts_.retry.deadline);
   if (!m.ok()) return m.status();
   return m->info;
 }
@@ -280,7 +283,7 @@ absl::Status GcsObjectStore::Get(const std::string& key, std::ostream& out, int6
   if (length == 0) return Stat(key).status();  // nothing to read, but a missing object is still NOT_FOUND
   int64_t written = 0;
   std::string generation;  // pinned after the first response, so a resumed read never mixes two versions
-  Time deadline = clock_.Now() + opts_.retry.deadline;
+  MonoTime deadline = clock_.MonotonicNow() + opts_.retry.deadline;
   int attempt = 0;
   for (;;) {
     int64_t start = offset + written;
@@ -306,7 +309,7 @@ absl::Status GcsObjectStore::Get(const std::string& key, std::ostream& out, int6
       if (resp.status().code() == absl::StatusCode::kCancelled) {
         return absl::InternalError(absl::StrCat("get ", Uri(key), ": writing the downloaded bytes failed"));
       }
-      if (resp.status().code() != absl::StatusCode::kUnavailable) return resp.status();
+      if (!net::IsTransient(resp.status())) return resp.status();
       if (generation.empty()) generation = partial.Header("x-goog-generation");
       failure = resp.status();
     } else if (Is2xx(resp->status)) {
@@ -326,7 +329,7 @@ absl::Status GcsObjectStore::Get(const std::string& key, std::ostream& out, int6
     if (written > before) {
       // Progress: the failure budget starts again.
       attempt = 0;
-      deadline = clock_.Now() + opts_.retry.deadline;
+      deadline = clock_.MonotonicNow() + opts_.retry.deadline;
     }
     FALCON_RETURN_IF_ERROR(Backoff(attempt++, deadline, failure));
   }
@@ -358,12 +361,12 @@ absl::StatusOr<std::vector<ObjectInfo>> GcsObjectStore::List(const std::string& 
   std::string page_token;
   do {
     HttpRequest req;
-    req.url = absl::StrCat(opts_.endpoint, "/storage/v1/b/", HttpClient::Escape(opts_.bucket),
+    req.url = absl::StrCat(opts_.endpoint, "/storage/v1/b/", net::PercentEncode(opts_.bucket),
                            "/o?maxResults=", opts_.list_page_size,
-                           "&fields=", HttpClient::Escape("items(name,size,updated),nextPageToken"));
-    if (!prefix.empty()) req.url += "&prefix=" + HttpClient::Escape(prefix);
-    if (!page_token.empty()) req.url += "&pageToken=" + HttpClient::Escape(page_token);
-    auto resp = SendWithRetry(req, clock_.Now() + opts_.retry.deadline);
+                           "&fields=", net::PercentEncode("items(name,size,updated),nextPageToken"));
+    if (!prefix.empty()) req.url += "&prefix=" + net::PercentEncode(prefix);
+    if (!page_token.empty()) req.url += "&pageToken=" + net::PercentEncode(page_token);
+    auto resp = SendWithRetry(req, clock_.MonotonicNow() + opts_.retry.deadline);
     if (!resp.ok()) return resp.status();
     if (!Is2xx(resp->status)) return GcsError(*resp, "list " + Uri(prefix));
     json j = json::parse(resp->body, nullptr, false);
@@ -394,7 +397,7 @@ absl::StatusOr<std::vector<ObjectInfo>> GcsObjectStore::List(const std::string& 
 
 // ---- deletes ----
 
-absl::StatusOr<bool> GcsObjectStore::DeleteOne(const std::string& key, Time deadline) {
+absl::StatusOr<bool> GcsObjectStore::DeleteOne(const std::string& key, MonoTime deadline) {
   HttpRequest req;
   req.method = "DELETE";
   req.url = ObjectUrl(key);
@@ -406,7 +409,7 @@ absl::StatusOr<bool> GcsObjectStore::DeleteOne(const std::string& key, Time dead
 }
 
 absl::Status GcsObjectStore::Delete(const std::string& key) {
-  return DeleteOne(key, clock_.Now() + opts_.retry.deadline).status();
+  return DeleteOne(key, clock_.MonotonicNow() + opts_.retry.deadline).status();
 }
 
 absl::StatusOr<int64_t> GcsObjectStore::DeletePrefix(const std::string& prefix) {
@@ -415,7 +418,7 @@ absl::StatusOr<int64_t> GcsObjectStore::DeletePrefix(const std::string& prefix) 
   if (!objects.ok()) return objects.status();
   int64_t deleted = 0;
   for (const auto& o : *objects) {
-    auto d = DeleteOne(o.key, clock_.Now() + opts_.retry.deadline);
+    auto d = DeleteOne(o.key, clock_.MonotonicNow() + opts_.retry.deadline);
     if (!d.ok()) return Annotate(d.status(), absl::StrCat("purging ", Uri(prefix), " after ", deleted, " deletions"));
     if (*d) ++deleted;
   }
@@ -447,13 +450,13 @@ absl::Status GcsObjectStore::Upload(const std::string& key, Source& src) {
   std::string head(static_cast<size_t>(opts_.resumable_threshold), '\0');
   head.resize(src.Read(head.data(), head.size()));
   if (src.Failed()) return absl::InternalError(absl::StrCat("reading the input for ", Uri(key), " failed"));
-  if (src.AtEnd()) return SimpleUpload(key, head, clock_.Now() + opts_.retry.deadline);
+  if (src.AtEnd()) return SimpleUpload(key, head, clock_.MonotonicNow() + opts_.retry.deadline);
   src.head = std::move(head);
   src.head_pos = 0;
-  return ResumableUpload(key, src, clock_.Now() + opts_.retry.deadline);
+  return ResumableUpload(key, src, clock_.MonotonicNow() + opts_.retry.deadline);
 }
 
-absl::Status GcsObjectStore::SimpleUpload(const std::string& key, const std::string& data, Time deadline) {
+absl::Status GcsObjectStore::SimpleUpload(const std::string& key, const std::string& data, MonoTime deadline) {
   Md5 md5;
   md5.Update(data.data(), data.size());
   const std::string want_md5 = md5.FinalBase64();
@@ -462,14 +465,14 @@ absl::Status GcsObjectStore::SimpleUpload(const std::string& key, const std::str
   for (int attempt = 0;;) {
     HttpRequest req;
     req.method = "POST";
-    req.url = absl::StrCat(opts_.endpoint, "/upload/storage/v1/b/", HttpClient::Escape(opts_.bucket),
-                           "/o?uploadType=media&name=", HttpClient::Escape(key), "&ifGenerationMatch=", generation);
+    req.url = absl::StrCat(opts_.endpoint, "/upload/storage/v1/b/", net::PercentEncode(opts_.bucket),
+                           "/o?uploadType=media&name=", net::PercentEncode(key), "&ifGenerationMatch=", generation);
     req.headers = {"Content-Type: application/octet-stream"};
     req.body = data;
     auto resp = SendOnce(req);
     absl::Status failure;
     if (!resp.ok()) {
-      if (resp.status().code() != absl::StatusCode::kUnavailable) return resp.status();
+      if (!net::IsTransient(resp.status())) return resp.status();
       failure = resp.status();
     } else if (Is2xx(resp->status)) {
       json j = json::parse(resp->body, nullptr, false);
@@ -501,7 +504,7 @@ absl::Status GcsObjectStore::SimpleUpload(const std::string& key, const std::str
   }
 }
 
-absl::Status GcsObjectStore::ResumableUpload(const std::string& key, Source& src, Time deadline) {
+absl::Status GcsObjectStore::ResumableUpload(const std::string& key, Source& src, MonoTime deadline) {
   const std::string what = "put " + Uri(key);
   std::vector<char> buf(static_cast<size_t>(opts_.chunk_size));
   for (int restarts = 0;; ++restarts) {
@@ -514,7 +517,7 @@ absl::Status GcsObjectStore::ResumableUpload(const std::string& key, Source& src
             what, ": the upload session was lost (server restarted or session expired) and the input stream cannot "
                   "be read again; retry the whole operation"));
       }
-      deadline = clock_.Now() + opts_.retry.deadline;
+      deadline = clock_.MonotonicNow() + opts_.retry.deadline;
     }
     // The precondition pins the generation this upload replaces (0: none), so a stale session can never
     // overwrite a newer object and a finished session cannot be committed twice.
@@ -524,8 +527,8 @@ absl::Status GcsObjectStore::ResumableUpload(const std::string& key, Source& src
 
     HttpRequest init;
     init.method = "POST";
-    init.url = absl::StrCat(opts_.endpoint, "/upload/storage/v1/b/", HttpClient::Escape(opts_.bucket),
-                            "/o?uploadType=resumable&name=", HttpClient::Escape(key),
+    init.url = absl::StrCat(opts_.endpoint, "/upload/storage/v1/b/", net::PercentEncode(opts_.bucket),
+                            "/o?uploadType=resumable&name=", net::PercentEncode(key),
                             "&ifGenerationMatch=", generation);
     init.headers = {"Content-Type: application/json; charset=UTF-8", "X-Upload-Content-Type: application/octet-stream"};
     init.body = json{{"name", key}}.dump();
@@ -549,7 +552,7 @@ absl::Status GcsObjectStore::ResumableUpload(const std::string& key, Source& src
       size_t pos = 0;  // bytes of buf the server has committed
       bool query = false;
       int attempt = 0;
-      Time chunk_deadline = clock_.Now() + opts_.retry.deadline;
+      MonoTime chunk_deadline = clock_.MonotonicNow() + opts_.retry.deadline;
       for (;;) {
         if (pos == n && !last) break;  // chunk committed; next one
         HttpRequest req;
@@ -579,7 +582,7 @@ absl::Status GcsObjectStore::ResumableUpload(const std::string& key, Source& src
         auto resp = SendOnce(req);
         absl::Status failure;
         if (!resp.ok()) {
-          if (resp.status().code() != absl::StatusCode::kUnavailable) return resp.status();
+          if (!net::IsTransient(resp.status())) return resp.status();
           failure = resp.status();
         } else if (resp->status == 200 || resp->status == 201) {
           // Finalized. Check it holds exactly what was sent.
@@ -603,7 +606,7 @@ absl::Status GcsObjectStore::ResumableUpload(const std::string& key, Source& src
           size_t new_pos = static_cast<size_t>(committed - offset);
           if (new_pos > pos || query) {
             attempt = 0;
-            chunk_deadline = clock_.Now() + opts_.retry.deadline;
+            chunk_deadline = clock_.MonotonicNow() + opts_.retry.deadline;
           }
           pos = new_pos;
           query = false;

@@ -21,8 +21,9 @@
 #include <string>
 
 #include "common/clock.h"
+#include "net/http_client.h"
+#include "net/retry.h"
 #include "objstore/gcs_auth.h"
-#include "objstore/gcs_http.h"
 #include "objstore/object_store.h"
 
 namespace falcon::objstore {
@@ -31,7 +32,7 @@ struct GcsRetryPolicy {
   Duration initial_backoff = std::chrono::seconds(1);
   Duration max_backoff = std::chrono::seconds(32);
   double multiplier = 2.0;
-  // An operation gives up (UNAVAILABLE) once this much time has passed since it began.
+  // An operation gives up (UNAVAILABLE) once this much time has passed since it began (monotonic time).
   Duration deadline = std::chrono::seconds(120);
 };
 
@@ -86,18 +87,20 @@ class GcsObjectStore : public ObjectStore {
   // Sends `req` (adding auth), retrying retryable outcomes until the call's deadline. Returns the final
   // response (any status that is not retryable, or the last retryable one when the deadline passed), or the
   // last transport error. `before_retry` may adjust the request between attempts (ranged reads).
-  absl::StatusOr<HttpResponse> SendWithRetry(HttpRequest req, Time deadline,
+  absl::StatusOr<HttpResponse> SendWithRetry(HttpRequest req, MonoTime deadline,
                                              const std::function<void(HttpRequest&)>& before_retry = nullptr);
   // One attempt, adding the Authorization header; retries a 401 once with a fresh token.
   absl::StatusOr<HttpResponse> SendOnce(HttpRequest& req, HttpResponse* partial = nullptr);
-  absl::Status Backoff(int attempt, Time deadline, const absl::Status& last);
+  // Waits before retry number attempt+1, or gives up (GiveUp) when that would pass the deadline.
+  absl::Status Backoff(int attempt, MonoTime deadline, const absl::Status& last);
+  absl::Status GiveUp(int attempts, const absl::Status& last) const;
   absl::Status EnsureBucket();
-  absl::StatusOr<ObjectMeta> StatMeta(const std::string& key, Time deadline);
+  absl::StatusOr<ObjectMeta> StatMeta(const std::string& key, MonoTime deadline);
   // Deletes one object: true if it existed.
-  absl::StatusOr<bool> DeleteOne(const std::string& key, Time deadline);
+  absl::StatusOr<bool> DeleteOne(const std::string& key, MonoTime deadline);
   absl::Status Upload(const std::string& key, Source& src);
-  absl::Status SimpleUpload(const std::string& key, const std::string& data, Time deadline);
-  absl::Status ResumableUpload(const std::string& key, Source& src, Time deadline);
+  absl::Status SimpleUpload(const std::string& key, const std::string& data, MonoTime deadline);
+  absl::Status ResumableUpload(const std::string& key, Source& src, MonoTime deadline);
   std::string ObjectUrl(const std::string& key) const;
 
   friend absl::StatusOr<std::unique_ptr<ObjectStore>> OpenGcsObjectStore(const std::string&, const OpenOptions&,
@@ -109,6 +112,7 @@ class GcsObjectStore : public ObjectStore {
   std::unique_ptr<TokenSource> tokens_;
   Clock& clock_;
   Random& random_;
+  const net::Backoff backoff_;
   HttpClient http_;
   std::atomic<int64_t> retries_{0};
 };

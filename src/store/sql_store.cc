@@ -1,5 +1,7 @@
 #include "store/sql_store.h"
 
+#include "falcon/api/v1/status_words.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -42,41 +44,11 @@ int64_t ToMicros(Time t) {
   return std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count();
 }
 
-const char* ExpStatusName(ExpStatus s) {
-  switch (s) {
-    case api::v1::EXP_STATUS_PENDING: return "pending";
-    case api::v1::EXP_STATUS_RUNNING: return "running";
-    case api::v1::EXP_STATUS_COMPLETED: return "completed";
-    case api::v1::EXP_STATUS_FAILED: return "failed";
-    default: return "unspecified";
-  }
-}
-ExpStatus ParseExpStatus(const std::string& s) {
-  if (s == "pending") return api::v1::EXP_STATUS_PENDING;
-  if (s == "running") return api::v1::EXP_STATUS_RUNNING;
-  if (s == "completed") return api::v1::EXP_STATUS_COMPLETED;
-  if (s == "failed") return api::v1::EXP_STATUS_FAILED;
-  return api::v1::EXP_STATUS_UNSPECIFIED;
-}
-
-const char* AnalysisStatusName(AnalysisStatus s) {
-  switch (s) {
-    case api::v1::ANALYSIS_STATUS_PENDING: return "pending";
-    case api::v1::ANALYSIS_STATUS_RUNNING: return "running";
-    case api::v1::ANALYSIS_STATUS_SUCCEEDED: return "succeeded";
-    case api::v1::ANALYSIS_STATUS_FAILED: return "failed";
-    case api::v1::ANALYSIS_STATUS_CANCELLED: return "cancelled";
-    default: return "unspecified";
-  }
-}
-AnalysisStatus ParseAnalysisStatus(const std::string& s) {
-  if (s == "pending") return api::v1::ANALYSIS_STATUS_PENDING;
-  if (s == "running") return api::v1::ANALYSIS_STATUS_RUNNING;
-  if (s == "succeeded") return api::v1::ANALYSIS_STATUS_SUCCEEDED;
-  if (s == "failed") return api::v1::ANALYSIS_STATUS_FAILED;
-  if (s == "cancelled") return api::v1::ANALYSIS_STATUS_CANCELLED;
-  return api::v1::ANALYSIS_STATUS_UNSPECIFIED;
-}
+// The words stored in the status columns (falcon/api/v1/status_words.h).
+const char* ExpStatusName(ExpStatus s) { return api::v1::ExpStatusWord(s); }
+ExpStatus ParseExpStatus(const std::string& s) { return api::v1::ExpStatusFromWord(s); }
+const char* AnalysisStatusName(AnalysisStatus s) { return api::v1::AnalysisStatusWord(s); }
+AnalysisStatus ParseAnalysisStatus(const std::string& s) { return api::v1::AnalysisStatusFromWord(s); }
 
 const char* AnalysisTypeName(AnalysisType t) {
   switch (t) {

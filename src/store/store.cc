@@ -135,11 +135,6 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& url) {
   return internal::NewSqlStore(dialect, std::move(pool));
 }
 
-bool IsTerminal(AnalysisStatus s) {
-  return s == api::v1::ANALYSIS_STATUS_SUCCEEDED || s == api::v1::ANALYSIS_STATUS_FAILED ||
-         s == api::v1::ANALYSIS_STATUS_CANCELLED;
-}
-
 bool IsLegalTransition(AnalysisStatus from, AnalysisStatus to) {
   using namespace api::v1;  // NOLINT
   if (to == ANALYSIS_STATUS_UNSPECIFIED || from == ANALYSIS_STATUS_UNSPECIFIED) return false;

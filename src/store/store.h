@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "falcon/api/v1/status_words.h"
 #include "falcon/api/v1/types.pb.h"
 
 namespace falcon::store {
@@ -114,6 +115,6 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const std::string& url);
 
 // True if `to` is a legal next status from `from` (the state machine of DESIGN.md §3).
 bool IsLegalTransition(AnalysisStatus from, AnalysisStatus to);
-bool IsTerminal(AnalysisStatus s);
+using ::falcon::api::v1::IsTerminal;  // falcon/api/v1/status_words.h
 
 }  // namespace falcon::store
