@@ -45,14 +45,19 @@ absl::Status AllowOnly(const json& body, std::initializer_list<const char*> allo
   return absl::OkStatus();
 }
 
-// The JSON body of a kJson route as `message`, with only `allowed` fields (all of the message's if empty).
+// A JSON body (of a kJson route) as `Message`, with only `allowed` fields (any of the message's if empty).
 template <typename Message>
-absl::StatusOr<Message> Body(const HttpCall& call, std::initializer_list<const char*> allowed = {}) {
-  FALCON_ASSIGN_OR_RETURN(json body, api::ParseJsonObject(call.body));
+absl::StatusOr<Message> FromBody(const json& body, std::initializer_list<const char*> allowed = {}) {
   if (allowed.size() > 0) FALCON_RETURN_IF_ERROR(AllowOnly(body, allowed));
   Message m;
   FALCON_RETURN_IF_ERROR(api::FromJson(body, &m));
   return m;
+}
+
+template <typename Message>
+absl::StatusOr<Message> Body(const HttpCall& call, std::initializer_list<const char*> allowed = {}) {
+  FALCON_ASSIGN_OR_RETURN(json body, api::ParseJsonObject(call.body));
+  return FromBody<Message>(body, allowed);
 }
 
 // A query parameter given once or more: its first value; nullopt when absent. Every parameter refuses an
@@ -123,7 +128,10 @@ void HttpServer::RegisterRoutes() {
 
   // --- Exps and artifacts
   add("POST", "/v1/exps", kJson, [&svc](HttpCall& c) -> absl::Status {
-    FALCON_ASSIGN_OR_RETURN(auto exp, Body<api::v1::Exp>(c, {"exp_id", "name", "status"}));
+    FALCON_ASSIGN_OR_RETURN(json body, api::ParseJsonObject(c.body));
+    // Left out, the id is generated; given, it must be a valid one ("" is not).
+    if (body.contains("exp_id") && body["exp_id"] == "") return api::ValidateId("", "exp_id");
+    FALCON_ASSIGN_OR_RETURN(auto exp, FromBody<api::v1::Exp>(body, {"exp_id", "name", "status"}));
     FALCON_ASSIGN_OR_RETURN(exp, svc.CreateExp(c.ctx, std::move(exp)));
     WriteJson(c.res, 201, api::ToJson(exp));
     return absl::OkStatus();
