@@ -375,11 +375,6 @@ absl::Status ValidateRecordUpdate(const v1::AnalysisRecord& record, const std::v
         return s;
       }
     }
-    if (p == "error_message" && record.error_message().size() > kMaxErrorMessageBytes) {
-      return absl::ResourceExhaustedError(absl::StrCat("record.error_message is ", record.error_message().size(),
-                                                       " bytes; the limit is ", kMaxErrorMessageBytes,
-                                                       " bytes"));
-    }
   }
   return absl::OkStatus();
 }

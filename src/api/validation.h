@@ -29,7 +29,6 @@ inline constexpr size_t kMaxPluginNameChars = 128;
 inline constexpr size_t kMaxCommandBytes = 65'536;
 inline constexpr size_t kMaxScriptBytes = 1'048'576;   // 1 MiB
 inline constexpr size_t kMaxScriptNameBytes = 255;
-inline constexpr size_t kMaxErrorMessageBytes = 65'536;
 inline constexpr size_t kMaxPathNameBytes = 768;  // upload and result names (keys stay under 1024 bytes)
 inline constexpr size_t kMaxPathSegmentBytes = 255;    // one '/'-separated part of such a name
 inline constexpr size_t kMaxQuantityChars = 32;

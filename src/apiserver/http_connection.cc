@@ -180,7 +180,7 @@ void BodyReader::Begin(const httplib::Request& req) {
       framing_error_ = api::WithHttpStatus(
           absl::InvalidArgumentError(absl::StrCat("Transfer-Encoding \"", te,
                                                   "\" is not supported; send Content-Length or chunked")),
-          501);
+          400);
     } else if (!lengths.empty()) {
       framing_error_ = FramingError("both Content-Length and Transfer-Encoding are set");
     } else {
