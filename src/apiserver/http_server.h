@@ -1,12 +1,13 @@
-// HttpServer: the HTTP/JSON API of falcon-apiserver for the CLI (routes in docs/http-api.md), on
-// cpp-httplib.
-//   - Reads of analyses, Exps and artifacts, and Exp/artifact registration, are served from the Store.
-//   - Calls with controller-side effects (create analysis, cancel, delete, logs, plugins) are forwarded to
-//     the AnalyzerControllerService through ControllerClient; its status codes come back unchanged (mapped
-//     to HTTP), and 503 names the controller addresses tried when none answered.
-//   - Results are listed from, and downloaded (streamed) from, the ObjectStore.
-//   - Errors are {"error": {"code": "NOT_FOUND", "message": "..."}} with the matching HTTP status; this
-//     includes errors cpp-httplib produces itself (no such route, body over the limit -> 413).
+// HttpServer: the HTTP/JSON API of falcon-apiserver for the CLI (routes in docs/http-api.md and, as an
+// OpenAPI document, at GET /openapi.json), on cpp-httplib.
+//   - Each route (http_routes.cc) is a thin adapter: query parameters and the JSON body to the request of
+//     an ApiService method (service.h), which validates and does the work, and its answer back to JSON.
+//   - Routing is a table (HttpRouter): 404 for an unknown path, 405 with Allow for a known path with
+//     another method, also for TRACE and other methods no route has.
+//   - Bodies are framed and read by HttpConnectionServer (http_connection.h): at most max_body_bytes (413
+//     naming the limit), zero-length without Content-Length, and never left on a kept-alive connection.
+//   - Errors are {"error": {"code": "NOT_FOUND", "message": "..."}} with the HTTP status of
+//     api::HttpStatusOf; this includes errors cpp-httplib produces itself (malformed request, URI too long).
 //   - Every request is counted in Metrics by route template, method and status, with its latency.
 // Thread-safe: requests are served by a pool of `threads` workers.
 #pragma once
@@ -16,18 +17,17 @@
 
 #include "absl/status/statusor.h"
 #include "apiserver/controller_client.h"
+#include "apiserver/http_router.h"
 #include "apiserver/metrics.h"
+#include "apiserver/service.h"
 #include "common/clock.h"
 #include "objstore/object_store.h"
 #include "store/store.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace falcon::apiserver {
 
-// The body limit: room for a 1 MiB script even when JSON escaping doubles it, plus the other fields.
+// The body limit of every route, uploads included: room for a 1 MiB script even when JSON escaping doubles
+// it, plus the other fields.
 inline constexpr size_t kDefaultMaxBodyBytes = 2 * 1024 * 1024 + 64 * 1024;  // 2,162,688
 
 struct HttpServerOptions {
@@ -38,10 +38,14 @@ struct HttpServerOptions {
 // "host:port" -> host, port (port 0..65535; "[::1]:80" for IPv6). INVALID_ARGUMENT naming the flag's form.
 absl::Status SplitHostPort(const std::string& listen, std::string* host, int* port);
 
+class HttpConnectionServer;
+
 class HttpServer {
  public:
-  // `objects` and `controller` may be null: the routes that need them then answer 503 saying so. All
-  // referenced objects must outlive the server.
+  // Serves `service`, which must outlive the server, as must `metrics`.
+  HttpServer(ApiService& service, Metrics& metrics, HttpServerOptions options = {});
+  // Serves an ApiService of its own over these. `objects` and `controller` may be null: the routes that need
+  // them then answer 503 saying so. All referenced objects must outlive the server.
   HttpServer(store::Store& store, objstore::ObjectStore* objects, ControllerClient* controller,
              Clock& clock, Random& random, Metrics& metrics, HttpServerOptions options = {});
   ~HttpServer();
@@ -54,16 +58,19 @@ class HttpServer {
   void Stop();
 
  private:
-  void RegisterRoutes();
+  void Setup();
+  void RegisterRoutes();  // http_routes.cc
+  // Serves one request (the pre-routing handler of cpp-httplib, which then only writes the response).
+  void Dispatch(const httplib::Request& req, httplib::Response& res);
 
-  store::Store& store_;
-  objstore::ObjectStore* objects_;
-  ControllerClient* controller_;
-  Clock& clock_;
-  Random& random_;
+  std::unique_ptr<ApiService> owned_service_;
+  ApiService& service_;
   Metrics& metrics_;
   const HttpServerOptions options_;
-  std::unique_ptr<httplib::Server> server_;
+  HttpRouter router_;
+  std::string openapi_json_;
+  absl::Status openapi_status_;
+  std::unique_ptr<HttpConnectionServer> server_;
 };
 
 }  // namespace falcon::apiserver

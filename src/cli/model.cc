@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cctype>
 
+#include "api/json_codec.h"
 #include "cli/output.h"
+#include "falcon/api/v1/types.pb.h"
 
 namespace falcon::cli {
 namespace {
@@ -13,10 +15,28 @@ std::string Lower(std::string s) {
   return s;
 }
 
-const std::vector<std::string> kAnalysisStatus = {"unspecified", "pending", "running", "succeeded", "failed",
-                                                  "cancelled"};
-const std::vector<std::string> kAnalysisType = {"unspecified", "offline", "online"};
-const std::vector<std::string> kExpStatus = {"unspecified", "pending", "running", "completed", "failed"};
+// Decodes `j` as `Message` with the API's JSON contract, or throws naming `what`.
+template <typename Message>
+Message Decode(const nlohmann::json& j, const char* what) {
+  if (!j.is_object()) {
+    throw MalformedAnswer(std::string(what) + " is a JSON " + j.type_name() + ", not an object");
+  }
+  Message m;
+  absl::Status s = api::FromJson(j, &m, api::JsonReadOptions::Answer());
+  if (!s.ok()) throw MalformedAnswer(std::string(what) + ": " + std::string(s.message()));
+  return m;
+}
+
+bool Has(const nlohmann::json& j, const char* key) {
+  return j.is_object() && j.contains(key) && !j[key].is_null();
+}
+
+// The enum word of a field, "" when the answer does not have the field.
+std::string EnumJson(const nlohmann::json& j, const char* key, const google::protobuf::EnumDescriptor* type,
+                     int value) {
+  if (!Has(j, key)) return "";
+  return api::EnumValueToJson(type->FindValueByNumber(value));
+}
 
 ordered_json TimeJson(const nlohmann::json& obj, const char* key) {
   auto t = Timestamp(obj, key);
@@ -25,6 +45,9 @@ ordered_json TimeJson(const nlohmann::json& obj, const char* key) {
 }
 
 }  // namespace
+
+MalformedAnswer::MalformedAnswer(const std::string& what)
+    : std::runtime_error("malformed answer from the server: " + what) {}
 
 std::string NormalizeEnum(const nlohmann::json& v, const std::string& prefix,
                           const std::vector<std::string>& names) {
@@ -40,8 +63,9 @@ std::string NormalizeEnum(const nlohmann::json& v, const std::string& prefix,
 }
 
 std::string AnalysisStatus(const nlohmann::json& record) {
-  if (!record.is_object() || !record.contains("status")) return "";
-  return NormalizeEnum(record["status"], "ANALYSIS_STATUS_", kAnalysisStatus);
+  if (!Has(record, "status")) return "";
+  auto r = Decode<api::v1::AnalysisRecord>(nlohmann::json{{"status", record["status"]}}, "analysis");
+  return api::EnumValueToJson(api::v1::AnalysisStatus_descriptor()->FindValueByNumber(r.status()));
 }
 
 bool IsTerminalStatus(const std::string& s) { return s == "succeeded" || s == "failed" || s == "cancelled"; }
@@ -58,13 +82,17 @@ std::optional<int64_t> Int(const nlohmann::json& obj, const char* key) {
   if (!obj.is_object()) return std::nullopt;
   auto it = obj.find(key);
   if (it == obj.end()) return std::nullopt;
-  if (it->is_number_integer()) return it->get<int64_t>();
-  if (it->is_number()) return static_cast<int64_t>(it->get<double>());
+  if (it->is_number_integer()) {
+    if (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+    return it->get<int64_t>();
+  }
   if (it->is_string()) {
+    const std::string& s = it->get_ref<const std::string&>();
+    if (s.empty() || s.size() > 19 || s.find_first_not_of("-0123456789") != std::string::npos) return std::nullopt;
     try {
       size_t pos = 0;
-      int64_t v = std::stoll(it->get<std::string>(), &pos);
-      if (pos == it->get<std::string>().size()) return v;
+      int64_t v = std::stoll(s, &pos);
+      if (pos == s.size()) return v;
     } catch (const std::exception&) {
     }
   }
@@ -75,46 +103,42 @@ std::optional<Time> Timestamp(const nlohmann::json& obj, const char* key) {
   if (!obj.is_object()) return std::nullopt;
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return std::nullopt;
-  if (it->is_string()) {
-    if (it->get<std::string>().empty()) return std::nullopt;
-    return ParseRfc3339(it->get<std::string>());
+  if (!it->is_string()) {
+    throw MalformedAnswer(std::string("field \"") + key + "\" must be an RFC 3339 timestamp string, got " +
+                          it->dump());
   }
-  if (it->is_number()) return Time(std::chrono::seconds(it->get<int64_t>()));
-  if (it->is_object()) {
-    auto secs = Int(*it, "seconds");
-    if (!secs) return std::nullopt;
-    auto nanos = Int(*it, "nanos").value_or(0);
-    return Time(std::chrono::seconds(*secs)) +
-           std::chrono::duration_cast<Time::duration>(std::chrono::nanoseconds(nanos));
-  }
-  return std::nullopt;
+  const std::string& s = it->get_ref<const std::string&>();
+  if (s.empty()) return std::nullopt;
+  auto t = ParseRfc3339(s);
+  if (!t) throw MalformedAnswer(std::string("field \"") + key + "\": \"" + s + "\" is not an RFC 3339 timestamp");
+  return t;
 }
 
 ordered_json AnalysisJson(const nlohmann::json& r) {
+  auto rec = Decode<api::v1::AnalysisRecord>(r, "analysis");
   ordered_json o;
-  o["analysis_id"] = Str(r, "analysis_id");
-  o["name"] = Str(r, "name");
-  o["exp_id"] = Str(r, "exp_id");
-  o["artifact_id"] = Str(r, "artifact_id");
-  o["analysis_type"] = r.is_object() && r.contains("analysis_type")
-                           ? NormalizeEnum(r["analysis_type"], "ANALYSIS_TYPE_", kAnalysisType)
-                           : "";
-  o["plugin_name"] = Str(r, "plugin_name");
-  o["status"] = AnalysisStatus(r);
-  o["result_gcs_path"] = Str(r, "result_gcs_path");
-  o["error_message"] = Str(r, "error_message");
-  o["command"] = Str(r, "command");
-  o["script_name"] = Str(r, "script_name");
+  o["analysis_id"] = rec.analysis_id();
+  o["name"] = rec.name();
+  o["exp_id"] = rec.exp_id();
+  o["artifact_id"] = rec.artifact_id();
+  o["analysis_type"] = EnumJson(r, "analysis_type", api::v1::AnalysisType_descriptor(), rec.analysis_type());
+  o["plugin_name"] = rec.plugin_name();
+  o["status"] = EnumJson(r, "status", api::v1::AnalysisStatus_descriptor(), rec.status());
+  o["result_gcs_path"] = rec.result_gcs_path();
+  o["error_message"] = rec.error_message();
+  o["command"] = rec.command();
+  o["script_name"] = rec.script_name();
   o["created_at"] = TimeJson(r, "created_at");
   o["updated_at"] = TimeJson(r, "updated_at");
   return o;
 }
 
 ordered_json ExpJson(const nlohmann::json& e) {
+  auto exp = Decode<api::v1::Exp>(e, "exp");
   ordered_json o;
-  o["exp_id"] = Str(e, "exp_id");
-  o["name"] = Str(e, "name");
-  o["status"] = e.is_object() && e.contains("status") ? NormalizeEnum(e["status"], "EXP_STATUS_", kExpStatus) : "";
+  o["exp_id"] = exp.exp_id();
+  o["name"] = exp.name();
+  o["status"] = EnumJson(e, "status", api::v1::ExpStatus_descriptor(), exp.status());
   o["created_at"] = TimeJson(e, "created_at");
   o["updated_at"] = TimeJson(e, "updated_at");
   o["completed_at"] = TimeJson(e, "completed_at");
@@ -122,32 +146,33 @@ ordered_json ExpJson(const nlohmann::json& e) {
 }
 
 ordered_json ArtifactJson(const nlohmann::json& a) {
+  auto art = Decode<api::v1::Artifact>(a, "artifact");
   ordered_json o;
-  o["artifact_id"] = Str(a, "artifact_id");
-  o["exp_id"] = Str(a, "exp_id");
-  o["artifact_type"] = Str(a, "artifact_type");
-  o["uri"] = Str(a, "uri");
+  o["artifact_id"] = art.artifact_id();
+  o["exp_id"] = art.exp_id();
+  o["artifact_type"] = art.artifact_type();
+  o["uri"] = art.uri();
   o["created_at"] = TimeJson(a, "created_at");
   return o;
 }
 
 ordered_json PluginJson(const nlohmann::json& p) {
+  auto plugin = Decode<api::v1::Plugin>(p, "plugin");
   ordered_json o;
-  o["name"] = Str(p, "name");
-  o["description"] = Str(p, "description");
+  o["name"] = plugin.name();
+  o["description"] = plugin.description();
   ordered_json types = ordered_json::array();
-  if (p.is_object() && p.contains("artifact_types") && p["artifact_types"].is_array()) {
-    for (const auto& t : p["artifact_types"]) {
-      if (t.is_string()) types.push_back(t.get<std::string>());
-    }
-  }
+  for (const auto& t : plugin.artifact_types()) types.push_back(t);
   o["artifact_types"] = types;
-  o["command"] = Str(p, "command");
-  nlohmann::json res = p.is_object() && p.contains("default_resources") ? p["default_resources"] : nlohmann::json();
+  o["command"] = plugin.command();
+  const auto& res = plugin.default_resources();
   ordered_json r;
-  for (const char* k : {"cpu_request", "cpu_limit", "memory_request", "memory_limit"}) r[k] = Str(res, k);
+  r["cpu_request"] = res.cpu_request();
+  r["cpu_limit"] = res.cpu_limit();
+  r["memory_request"] = res.memory_request();
+  r["memory_limit"] = res.memory_limit();
   o["default_resources"] = r;
-  o["timeout_seconds"] = Int(p, "timeout_seconds").value_or(0);
+  o["timeout_seconds"] = plugin.timeout_seconds();
   return o;
 }
 
@@ -157,25 +182,40 @@ std::vector<ResultFile> ParseResults(const nlohmann::json& answer) {
     list = &answer;
   } else if (answer.is_object()) {
     for (const char* k : {"results", "files", "result_files"}) {
-      if (answer.contains(k) && answer[k].is_array()) {
+      if (answer.contains(k)) {
+        if (!answer[k].is_array()) throw MalformedAnswer(std::string("results: \"") + k + "\" is not a list");
         list = &answer[k];
         break;
       }
     }
   }
+  if (!list) throw MalformedAnswer("results: the answer has no \"results\" list");
   std::vector<ResultFile> out;
-  if (!list) return out;
   for (const auto& f : *list) {
     ResultFile r;
     if (f.is_string()) {
       r.name = f.get<std::string>();
-    } else {
+    } else if (f.is_object()) {
+      for (const char* k : {"name", "path", "key", "uri"}) {
+        if (Has(f, k) && !f[k].is_string()) throw MalformedAnswer(std::string("results: \"") + k + "\" is not a string");
+      }
       r.name = Str(f, "name");
       if (r.name.empty()) r.name = Str(f, "path");
       if (r.name.empty()) r.name = Str(f, "key");
       r.uri = Str(f, "uri");
       if (r.name.empty() && !r.uri.empty()) r.name = r.uri.substr(r.uri.find_last_of('/') + 1);
-      r.size = Int(f, "size_bytes").value_or(Int(f, "size").value_or(-1));
+      for (const char* k : {"size_bytes", "size"}) {
+        if (!Has(f, k)) continue;
+        auto v = Int(f, k);
+        if (!v || *v < 0) {
+          throw MalformedAnswer(std::string("results: \"") + k + "\" of \"" + r.name +
+                                "\" must be a non-negative integer, got " + f[k].dump());
+        }
+        r.size = *v;
+        break;
+      }
+    } else {
+      throw MalformedAnswer(std::string("results: an entry is a JSON ") + f.type_name());
     }
     if (!r.name.empty()) out.push_back(std::move(r));
   }

@@ -278,10 +278,15 @@ class SqlStore : public Store {
     return RunTx<Exp>([&](SqlConn& c) -> absl::StatusOr<Exp> {
       absl::StatusOr<Exp> cur = GetExpIn(c, exp_id, for_update_);
       if (!cur.ok()) return cur.status();
-      SqlValue completed = std::monostate{};
-      if (cur->has_completed_at()) completed = ToMicros(cur->completed_at());
+      // completed_at is when the Exp last became completed: kept while it stays completed, cleared when
+      // it moves back (a re-run is not completed until it completes again).
       const bool is_completed = status == api::v1::EXP_STATUS_COMPLETED;
-      if (is_completed && cur->status() != api::v1::EXP_STATUS_COMPLETED) completed = now_us;
+      SqlValue completed = std::monostate{};
+      if (is_completed) {
+        completed = cur->status() == api::v1::EXP_STATUS_COMPLETED && cur->has_completed_at()
+                        ? SqlValue(ToMicros(cur->completed_at()))
+                        : SqlValue(now_us);
+      }
       absl::Status s = c.Exec(
           "UPDATE exps SET status = ?, updated_at = ?, completed_at = ? WHERE exp_id = ?",
           {std::string(ExpStatusName(status)), now_us, completed, exp_id});

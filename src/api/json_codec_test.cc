@@ -1,11 +1,11 @@
-#include "apiserver/json_codec.h"
+#include "api/json_codec.h"
 
 #include <gtest/gtest.h>
 
 #include "falcon/analyzer/v1/analyzer.pb.h"
 #include "falcon/api/v1/types.pb.h"
 
-namespace falcon::apiserver {
+namespace falcon::api {
 namespace {
 
 using nlohmann::json;
@@ -108,4 +108,4 @@ TEST(ApiserverJsonCodec, InvalidUtf8IsReplacedNotThrown) {
 }
 
 }  // namespace
-}  // namespace falcon::apiserver
+}  // namespace falcon::api

@@ -1,15 +1,19 @@
-#include "apiserver/json_codec.h"
+#include "api/json_codec.h"
 
 #include <google/protobuf/descriptor.h>
 #include <google/protobuf/timestamp.pb.h>
 #include <google/protobuf/util/time_util.h>
 
 #include <cctype>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <limits>
+#include <optional>
 
 #include "common/clock.h"
 
-namespace falcon::apiserver {
+namespace falcon::api {
 namespace {
 
 using google::protobuf::Descriptor;
@@ -95,54 +99,105 @@ json SingleToJson(const Message& m, const FieldDescriptor* f, int index) {
   return nullptr;
 }
 
+absl::Status FromJsonAt(const json& j, Message* message, const std::string& prefix,
+                        const JsonReadOptions& options);
+
 absl::Status TypeError(const std::string& field, const char* want) {
   return absl::InvalidArgumentError("field \"" + field + "\" must be " + want);
 }
 
+// An integer of a JSON number or decimal string, range-checked before conversion: [min, max] of the field's
+// type. `is_unsigned` fields take [0, UINT64_MAX] through `u`; the others [INT64_MIN, INT64_MAX] through `i`.
+struct ParsedInt {
+  bool negative = false;
+  uint64_t magnitude = 0;
+};
+
+bool ReadInt(const json& j, ParsedInt* out) {
+  if (j.is_number_unsigned()) {
+    out->magnitude = j.get<uint64_t>();
+    return true;
+  }
+  if (j.is_number_integer()) {
+    int64_t v = j.get<int64_t>();
+    out->negative = v < 0;
+    out->magnitude = v < 0 ? static_cast<uint64_t>(-(v + 1)) + 1 : static_cast<uint64_t>(v);
+    return true;
+  }
+  if (j.is_string()) {
+    // The canonical proto3 mapping writes 64-bit integers as strings; accept that too.
+    const std::string& s = j.get_ref<const std::string&>();
+    size_t i = 0;
+    if (!s.empty() && s[0] == '-') {
+      out->negative = true;
+      i = 1;
+    }
+    if (i == s.size() || s.size() - i > 20) return false;
+    for (size_t k = i; k < s.size(); ++k) {
+      if (!std::isdigit(static_cast<unsigned char>(s[k]))) return false;
+    }
+    errno = 0;
+    out->magnitude = std::strtoull(s.c_str() + i, nullptr, 10);
+    return errno == 0;
+  }
+  return false;
+}
+
+// The value when it lies in [min, max]; nullopt otherwise.
+std::optional<int64_t> InSigned(const ParsedInt& p, int64_t min, int64_t max) {
+  if (p.negative) {
+    if (p.magnitude > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) + 1) return std::nullopt;
+    int64_t v = p.magnitude == 0 ? 0 : -static_cast<int64_t>(p.magnitude - 1) - 1;
+    if (v < min) return std::nullopt;
+    return v;
+  }
+  if (p.magnitude > static_cast<uint64_t>(max)) return std::nullopt;
+  return static_cast<int64_t>(p.magnitude);
+}
+
+absl::Status SetInteger(const json& j, const FieldDescriptor* f, const std::string& path, Message* m) {
+  const Reflection* r = m->GetReflection();
+  const bool rep = f->is_repeated();
+  ParsedInt p;
+  if (!ReadInt(j, &p)) return TypeError(path, "an integer");
+  switch (f->cpp_type()) {
+    case FieldDescriptor::CPPTYPE_INT32: {
+      auto v = InSigned(p, INT32_MIN, INT32_MAX);
+      if (!v) return TypeError(path, "an integer from -2147483648 to 2147483647");
+      rep ? r->AddInt32(m, f, static_cast<int32_t>(*v)) : r->SetInt32(m, f, static_cast<int32_t>(*v));
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_INT64: {
+      auto v = InSigned(p, INT64_MIN, INT64_MAX);
+      if (!v) return TypeError(path, "a 64-bit signed integer");
+      rep ? r->AddInt64(m, f, *v) : r->SetInt64(m, f, *v);
+      break;
+    }
+    case FieldDescriptor::CPPTYPE_UINT32:
+      if ((p.negative && p.magnitude != 0) || p.magnitude > UINT32_MAX) {
+        return TypeError(path, "an integer from 0 to 4294967295");
+      }
+      rep ? r->AddUInt32(m, f, static_cast<uint32_t>(p.magnitude))
+          : r->SetUInt32(m, f, static_cast<uint32_t>(p.magnitude));
+      break;
+    default:
+      if (p.negative && p.magnitude != 0) return TypeError(path, "an unsigned integer");
+      rep ? r->AddUInt64(m, f, p.magnitude) : r->SetUInt64(m, f, p.magnitude);
+  }
+  return absl::OkStatus();
+}
+
 // Sets (or adds, for repeated fields) one value.
-absl::Status SingleFromJson(const json& j, const FieldDescriptor* f, const std::string& path,
-                            Message* m) {
+absl::Status SingleFromJson(const json& j, const FieldDescriptor* f, const std::string& path, Message* m,
+                            const JsonReadOptions& options) {
   const Reflection* r = m->GetReflection();
   bool rep = f->is_repeated();
   switch (f->cpp_type()) {
     case FieldDescriptor::CPPTYPE_INT32:
     case FieldDescriptor::CPPTYPE_INT64:
     case FieldDescriptor::CPPTYPE_UINT32:
-    case FieldDescriptor::CPPTYPE_UINT64: {
-      int64_t v = 0;
-      if (j.is_number_integer()) {
-        v = j.get<int64_t>();
-      } else if (j.is_string()) {
-        // The canonical proto3 mapping writes 64-bit integers as strings; accept that too.
-        const std::string s = j.get<std::string>();
-        char* end = nullptr;
-        errno = 0;
-        long long parsed = std::strtoll(s.c_str(), &end, 10);
-        if (s.empty() || *end != '\0' || errno != 0) return TypeError(path, "an integer");
-        v = parsed;
-      } else {
-        return TypeError(path, "an integer");
-      }
-      switch (f->cpp_type()) {
-        case FieldDescriptor::CPPTYPE_INT32:
-          if (v < INT32_MIN || v > INT32_MAX) return TypeError(path, "a 32-bit integer");
-          rep ? r->AddInt32(m, f, static_cast<int32_t>(v)) : r->SetInt32(m, f, static_cast<int32_t>(v));
-          break;
-        case FieldDescriptor::CPPTYPE_INT64:
-          rep ? r->AddInt64(m, f, v) : r->SetInt64(m, f, v);
-          break;
-        case FieldDescriptor::CPPTYPE_UINT32:
-          if (v < 0 || v > UINT32_MAX) return TypeError(path, "an unsigned 32-bit integer");
-          rep ? r->AddUInt32(m, f, static_cast<uint32_t>(v))
-              : r->SetUInt32(m, f, static_cast<uint32_t>(v));
-          break;
-        default:
-          if (v < 0) return TypeError(path, "an unsigned integer");
-          rep ? r->AddUInt64(m, f, static_cast<uint64_t>(v))
-              : r->SetUInt64(m, f, static_cast<uint64_t>(v));
-      }
-      return absl::OkStatus();
-    }
+    case FieldDescriptor::CPPTYPE_UINT64:
+      return SetInteger(j, f, path, m);
     case FieldDescriptor::CPPTYPE_DOUBLE:
     case FieldDescriptor::CPPTYPE_FLOAT: {
       if (!j.is_number()) return TypeError(path, "a number");
@@ -150,6 +205,7 @@ absl::Status SingleFromJson(const json& j, const FieldDescriptor* f, const std::
       if (f->cpp_type() == FieldDescriptor::CPPTYPE_DOUBLE) {
         rep ? r->AddDouble(m, f, v) : r->SetDouble(m, f, v);
       } else {
+        if (std::abs(v) > std::numeric_limits<float>::max()) return TypeError(path, "a 32-bit float");
         rep ? r->AddFloat(m, f, static_cast<float>(v)) : r->SetFloat(m, f, static_cast<float>(v));
       }
       return absl::OkStatus();
@@ -162,11 +218,14 @@ absl::Status SingleFromJson(const json& j, const FieldDescriptor* f, const std::
     case FieldDescriptor::CPPTYPE_ENUM: {
       int v = 0;
       if (j.is_number_integer()) {
-        v = j.get<int>();
-        if (f->enum_type()->FindValueByNumber(v) == nullptr) {
-          return absl::InvalidArgumentError("field \"" + path + "\": " + std::to_string(v) +
-                                            " is not a value of " + f->enum_type()->name());
+        ParsedInt p;
+        ReadInt(j, &p);
+        auto n = InSigned(p, INT32_MIN, INT32_MAX);
+        if (!n || f->enum_type()->FindValueByNumber(static_cast<int>(*n)) == nullptr) {
+          return absl::InvalidArgumentError("field \"" + path + "\": " + j.dump() + " is not a value of " +
+                                            f->enum_type()->name());
         }
+        v = static_cast<int>(*n);
       } else if (j.is_string()) {
         auto parsed = EnumValueFromJson(f->enum_type(), j.get<std::string>());
         if (!parsed.ok()) {
@@ -189,10 +248,46 @@ absl::Status SingleFromJson(const json& j, const FieldDescriptor* f, const std::
       Message* sub = rep ? r->AddMessage(m, f) : r->MutableMessage(m, f);
       if (IsTimestamp(f->message_type())) return TimestampFromJson(j, path, sub);
       if (!j.is_object()) return TypeError(path, "an object");
-      return FromJson(j, sub);
+      return FromJsonAt(j, sub, path + ".", options);
     }
   }
   return absl::InternalError("unhandled field type of " + path);
+}
+
+absl::Status FromJsonAt(const json& j, Message* message, const std::string& prefix,
+                        const JsonReadOptions& options) {
+  if (!j.is_object()) return absl::InvalidArgumentError("expected a JSON object");
+  const Descriptor* d = message->GetDescriptor();
+  for (const auto& [key, value] : j.items()) {
+    const std::string path = prefix + key;
+    const FieldDescriptor* f = d->FindFieldByName(key);
+    if (f == nullptr) {
+      if (options.ignore_unknown_fields) continue;
+      std::string known;
+      for (int i = 0; i < d->field_count(); ++i) {
+        if (!known.empty()) known += ", ";
+        known += d->field(i)->name();
+      }
+      return absl::InvalidArgumentError("unknown field \"" + path + "\" (accepted fields: " + known + ")");
+    }
+    if (value.is_null()) {
+      if (options.null_is_unset) continue;
+      return absl::InvalidArgumentError("field \"" + path + "\" is null; leave it out to use its default");
+    }
+    if (f->is_repeated()) {
+      if (!value.is_array()) return TypeError(path, "an array");
+      message->GetReflection()->ClearField(message, f);
+      for (const auto& item : value) {
+        if (item.is_null()) return absl::InvalidArgumentError("field \"" + path + "\" holds a null");
+        auto s = SingleFromJson(item, f, path, message, options);
+        if (!s.ok()) return s;
+      }
+    } else {
+      auto s = SingleFromJson(value, f, path, message, options);
+      if (!s.ok()) return s;
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -206,17 +301,27 @@ std::string EnumValueToJson(const EnumValueDescriptor* value) {
 }
 
 absl::StatusOr<int> EnumValueFromJson(const EnumDescriptor* type, std::string_view name) {
+  const std::string lower = Lower(std::string(name));
+  // A decimal number of a defined value ("?status=1"); range-checked before conversion.
+  if (!lower.empty() && lower.size() <= 10 &&
+      lower.find_first_not_of("0123456789") == std::string::npos) {
+    long long n = std::strtoll(lower.c_str(), nullptr, 10);
+    if (n <= std::numeric_limits<int>::max() && type->FindValueByNumber(static_cast<int>(n)) != nullptr) {
+      return static_cast<int>(n);
+    }
+  }
   std::string accepted;
   for (int i = 0; i < type->value_count(); ++i) {
     const EnumValueDescriptor* v = type->value(i);
     std::string short_name = EnumValueToJson(v);
-    if (name == short_name || name == v->name()) return v->number();
+    if (lower == short_name || lower == Lower(v->name())) return v->number();
     if (v->number() != 0) {
       if (!accepted.empty()) accepted += ", ";
       accepted += short_name;
     }
   }
-  return absl::InvalidArgumentError("\"" + std::string(name) + "\" is not one of: " + accepted);
+  return absl::InvalidArgumentError("\"" + std::string(name) + "\" is not one of: " + accepted +
+                                    " (or the value's number)");
 }
 
 json ToJson(const Message& message) {
@@ -239,34 +344,8 @@ json ToJson(const Message& message) {
   return out;
 }
 
-absl::Status FromJson(const json& j, Message* message) {
-  if (!j.is_object()) return absl::InvalidArgumentError("expected a JSON object");
-  const Descriptor* d = message->GetDescriptor();
-  for (const auto& [key, value] : j.items()) {
-    const FieldDescriptor* f = d->FindFieldByName(key);
-    if (f == nullptr) {
-      std::string known;
-      for (int i = 0; i < d->field_count(); ++i) {
-        if (!known.empty()) known += ", ";
-        known += d->field(i)->name();
-      }
-      return absl::InvalidArgumentError("unknown field \"" + key + "\" (accepted fields: " + known +
-                                        ")");
-    }
-    if (value.is_null()) continue;  // null means "not set"
-    if (f->is_repeated()) {
-      if (!value.is_array()) return TypeError(key, "an array");
-      message->GetReflection()->ClearField(message, f);
-      for (const auto& item : value) {
-        auto s = SingleFromJson(item, f, key, message);
-        if (!s.ok()) return s;
-      }
-    } else {
-      auto s = SingleFromJson(value, f, key, message);
-      if (!s.ok()) return s;
-    }
-  }
-  return absl::OkStatus();
+absl::Status FromJson(const json& j, Message* message, const JsonReadOptions& options) {
+  return FromJsonAt(j, message, "", options);
 }
 
 absl::StatusOr<json> ParseJsonObject(std::string_view body) {
@@ -282,6 +361,12 @@ absl::StatusOr<json> ParseJsonObject(std::string_view body) {
     if (pos != std::string::npos) what = what.substr(pos + 2);
     return absl::InvalidArgumentError("malformed JSON body at byte " + std::to_string(e.byte) + ": " +
                                       what);
+  } catch (const json::exception& e) {
+    // A number beyond a double ("1e400") is an out_of_range error, not a parse error: still bad input.
+    std::string what = e.what();
+    auto pos = what.find("] ");
+    if (pos != std::string::npos) what = what.substr(pos + 2);
+    return absl::InvalidArgumentError("malformed JSON body: " + what);
   }
   if (!j.is_object()) {
     return absl::InvalidArgumentError(std::string("the body must be a JSON object, not ") + j.type_name());
@@ -291,4 +376,4 @@ absl::StatusOr<json> ParseJsonObject(std::string_view body) {
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
-}  // namespace falcon::apiserver
+}  // namespace falcon::api

@@ -1,0 +1,99 @@
+// The input rules of the API, written once: the HTTP routes, the gRPC FalconAPIService and (for what it
+// sends) the CLI check the same things with the same messages. Every refusal is INVALID_ARGUMENT naming the
+// field and saying what to send instead, except sizes over a limit (RESOURCE_EXHAUSTED naming the limit).
+// docs/http-api.md ("Validation rules") lists these rules; keep the two in step.
+// Thread-safe (pure functions).
+#pragma once
+
+#include <google/protobuf/descriptor.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "falcon/analyzer/v1/analyzer.pb.h"
+#include "falcon/api/v1/types.pb.h"
+
+namespace falcon::api {
+
+// Limits. Bytes of UTF-8 unless said otherwise.
+inline constexpr size_t kMaxIdChars = 128;             // exp_id, artifact_id
+inline constexpr size_t kMaxNameBytes = 256;           // Exp and analysis names
+inline constexpr size_t kMaxArtifactTypeChars = 64;
+inline constexpr size_t kMaxUriBytes = 2048;
+inline constexpr size_t kMaxPluginNameChars = 128;
+inline constexpr size_t kMaxCommandBytes = 65'536;
+inline constexpr size_t kMaxScriptBytes = 1'048'576;   // 1 MiB
+inline constexpr size_t kMaxScriptNameBytes = 255;
+inline constexpr size_t kMaxPathNameBytes = 768;  // upload and result names (keys stay under 1024 bytes)
+inline constexpr size_t kMaxPathSegmentBytes = 255;    // one '/'-separated part of such a name
+inline constexpr size_t kMaxQuantityChars = 32;
+inline constexpr int64_t kMaxCpuMillis = 1'000'000'000;      // 1,000,000 cores
+inline constexpr int64_t kMaxMemoryBytes = int64_t{1} << 60;  // 1 EiB
+inline constexpr size_t kMaxPageTokenBytes = 1024;
+
+// exp_id, artifact_id: 1 to 128 characters of [A-Za-z0-9._-], not starting with '.' or '-' (they become
+// parts of object-store keys and URL paths).
+absl::Status ValidateId(absl::string_view id, absl::string_view field);
+// A lower-case UUID ("0192f3c4-5d6e-7abc-8def-0123456789ab"), as analysis ids are.
+absl::Status ValidateUuid(absl::string_view id, absl::string_view field);
+// A name shown to people: at most 256 bytes, no control characters; `required` also refuses "".
+absl::Status ValidateName(absl::string_view name, absl::string_view field, bool required);
+// artifact_type: 1 to 64 characters of [A-Za-z0-9._-].
+absl::Status ValidateArtifactType(absl::string_view type);
+// An object URI: gs://BUCKET[/PATH] or file:///ABSOLUTE/PATH, at most 2048 bytes, no control characters.
+absl::Status ValidateArtifactUri(absl::string_view uri);
+// plugin_name: 1 to 128 characters of [A-Za-z0-9._-].
+absl::Status ValidatePluginName(absl::string_view name);
+// command: at most 64 KiB, no NUL.
+absl::Status ValidateCommand(absl::string_view command);
+// script_content at most 1 MiB (RESOURCE_EXHAUSTED naming 1048576 bytes).
+absl::Status ValidateScriptSize(size_t bytes);
+// script_name: a file name (no '/', not "." or "..") of at most 255 bytes without control characters.
+absl::Status ValidateScriptName(absl::string_view name);
+// An upload or result name: a relative path of at most 768 bytes, '/'-separated segments of 1 to 255 bytes,
+// none "." or "..", no control characters. `what` names it in the message ("file name", "result name").
+absl::Status ValidateRelativePath(absl::string_view name, absl::string_view what);
+// A value of `type` that is defined in the proto; `allow_unspecified` also accepts the zero value.
+absl::Status ValidateEnum(const google::protobuf::EnumDescriptor* type, int value, absl::string_view field,
+                          bool allow_unspecified);
+
+// Kubernetes quantities, bounded: [+]DIGITS[.DIGITS] (at most 18 digits) followed by nothing, m, k, M, G, T, P,
+// E, Ki, Mi, Gi, Ti, Pi or an exponent e/E[+-]D[D]; at most 32 characters. CPU in millicores, from 1m
+// (values round up to whole millicores) to 1,000,000 cores; memory in bytes (rounded up), from 1 to 2^60.
+absl::StatusOr<int64_t> ParseCpuQuantity(absl::string_view q);
+absl::StatusOr<int64_t> ParseMemoryQuantity(absl::string_view q);
+// Every set field a valid quantity of its kind; request <= limit where both are set. `field` prefixes the
+// names in messages ("resource_override").
+absl::Status ValidateResources(const v1::Resources& r, absl::string_view field);
+
+// Whole requests, after the server has filled in its defaults.
+// POST /v1/exps: exp_id (may be empty: the server generates one), name required, status defined.
+absl::Status ValidateNewExp(const v1::Exp& exp);
+// POST /v1/exps/{exp_id}/artifacts: artifact_type and uri.
+absl::Status ValidateNewArtifact(const v1::Artifact& artifact);
+// POST /v1/analyses: exp_id, a plugin or a command, types, names, script, resources, proposed ids.
+absl::Status ValidateCreateAnalysis(const analyzer::v1::CreateAnalysisRequest& req);
+// gRPC CreateAnalysisRecord: exp_id, analysis_type, a plugin or a command, artifact_id for offline records,
+// defined enums, the script size.
+absl::Status ValidateNewRecord(const v1::AnalysisRecord& record);
+// gRPC UpdateAnalysisRecord: the mask paths are updatable, and each named field is valid.
+inline constexpr const char* kUpdatablePaths[] = {"name", "status", "error_message", "result_gcs_path"};
+absl::Status ValidateRecordUpdate(const v1::AnalysisRecord& record, const std::vector<std::string>& paths);
+
+// Query parameters. A parameter given with an empty value ("?status=") is refused like any other malformed
+// value: leave a parameter out to get its default.
+absl::StatusOr<int64_t> ParseIntParam(absl::string_view name, absl::string_view value, int64_t min,
+                                      int64_t max);
+// true/false/1/0.
+absl::StatusOr<bool> ParseBoolParam(absl::string_view name, absl::string_view value);
+// An enum word, its full proto name or its number (any case); the zero value is refused.
+absl::StatusOr<int> ParseEnumParam(const google::protobuf::EnumDescriptor* type, absl::string_view name,
+                                   absl::string_view value);
+absl::Status ValidatePageToken(absl::string_view token);
+
+}  // namespace falcon::api

@@ -1,0 +1,354 @@
+#include "apiserver/http_connection.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "api/errors.h"
+
+namespace falcon::apiserver {
+
+// One accepted connection: a buffered httplib::Stream over the socket, and the body reader of its current
+// request. Lives on the stack of the worker thread serving it.
+class HttpConnection final : public httplib::Stream {
+ public:
+  HttpConnection(int fd, time_t read_timeout_sec, time_t write_timeout_sec)
+      : fd_(fd), read_timeout_ms_(static_cast<int>(read_timeout_sec * 1000)),
+        write_timeout_ms_(static_cast<int>(write_timeout_sec * 1000)), reader_(*this) {}
+
+  bool is_readable() const override { return pos_ < buf_.size() || Poll(POLLIN, read_timeout_ms_); }
+  bool is_writable() const override { return Poll(POLLOUT, write_timeout_ms_); }
+
+  ssize_t read(char* ptr, size_t size) override {
+    if (size == 0) return 0;
+    if (pos_ < buf_.size()) {
+      size_t n = std::min(size, buf_.size() - pos_);
+      std::memcpy(ptr, buf_.data() + pos_, n);
+      pos_ += n;
+      return static_cast<ssize_t>(n);
+    }
+    if (!Poll(POLLIN, read_timeout_ms_)) return -1;
+    if (size >= kBufferBytes) return Recv(ptr, size);
+    buf_.resize(kBufferBytes);
+    ssize_t n = Recv(buf_.data(), kBufferBytes);
+    if (n <= 0) {
+      buf_.clear();
+      pos_ = 0;
+      return n;
+    }
+    buf_.resize(static_cast<size_t>(n));
+    pos_ = 0;
+    return read(ptr, size);
+  }
+
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    for (;;) {
+      ssize_t n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      return n;
+    }
+  }
+
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    Address(&::getpeername, ip, port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    Address(&::getsockname, ip, port);
+  }
+  socket_t socket() const override { return fd_; }
+
+  // Waits for the next request of a kept-alive connection; false when the client closed it, it stayed idle
+  // for `timeout_sec`, or the server is stopping.
+  bool WaitForRequest(time_t timeout_sec, const std::atomic<socket_t>& server_socket) {
+    if (pos_ < buf_.size()) return true;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_sec);
+    while (server_socket != INVALID_SOCKET) {
+      if (Poll(POLLIN, 100)) return true;
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+    }
+    return false;
+  }
+
+  // Closing with unread bytes in the receive queue makes the kernel answer with a reset, which can destroy
+  // the response before the client reads it. So: stop writing, read (and drop) what the client still sends
+  // for a bounded time and amount, then close.
+  void LingeringClose() {
+    ::shutdown(fd_, SHUT_WR);
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    size_t dropped = 0;
+    char scratch[16384];
+    while (dropped < kLingerBytes && std::chrono::steady_clock::now() < deadline) {
+      if (!Poll(POLLIN, 100)) continue;
+      ssize_t n = Recv(scratch, sizeof(scratch));
+      if (n <= 0) break;
+      dropped += static_cast<size_t>(n);
+    }
+  }
+
+  BodyReader& reader() { return reader_; }
+
+ private:
+  static constexpr size_t kBufferBytes = 16384;
+  static constexpr size_t kLingerBytes = 32 * 1024 * 1024;
+
+  bool Poll(short events, int timeout_ms) const {
+    pollfd p{fd_, events, 0};
+    for (;;) {
+      int r = ::poll(&p, 1, timeout_ms);
+      if (r < 0 && errno == EINTR) continue;
+      return r > 0;
+    }
+  }
+  ssize_t Recv(char* ptr, size_t size) {
+    for (;;) {
+      ssize_t n = ::recv(fd_, ptr, size, 0);
+      if (n < 0 && errno == EINTR) continue;
+      return n;
+    }
+  }
+  void Address(int (*get)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
+    sockaddr_storage addr{};
+    socklen_t len = sizeof(addr);
+    ip.clear();
+    port = 0;
+    if (get(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return;
+    char text[INET6_ADDRSTRLEN] = {};
+    if (addr.ss_family == AF_INET) {
+      auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+      inet_ntop(AF_INET, &a->sin_addr, text, sizeof(text));
+      port = ntohs(a->sin_port);
+    } else if (addr.ss_family == AF_INET6) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+      inet_ntop(AF_INET6, &a->sin6_addr, text, sizeof(text));
+      port = ntohs(a->sin6_port);
+    }
+    ip = text;
+  }
+
+  const int fd_;
+  const int read_timeout_ms_;
+  const int write_timeout_ms_;
+  std::string buf_;
+  size_t pos_ = 0;
+  BodyReader reader_;
+
+ public:
+  bool close_ = false;
+};
+
+namespace {
+thread_local HttpConnection* tl_connection = nullptr;
+
+absl::Status FramingError(absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("malformed request framing: ", what));
+}
+}  // namespace
+
+BodyReader* BodyReader::Current() {
+  return tl_connection != nullptr && tl_connection->reader().active_ ? &tl_connection->reader() : nullptr;
+}
+
+void BodyReader::Begin(const httplib::Request& req) {
+  active_ = true;
+  framing_error_ = absl::OkStatus();
+  chunked_ = false;
+  declared_length_ = 0;
+  remaining_ = 0;
+  consumed_ = true;
+  read_called_ = false;
+
+  std::vector<std::string> lengths;
+  for (size_t i = 0; i < req.get_header_value_count("Content-Length"); ++i) {
+    lengths.push_back(std::string(absl::StripAsciiWhitespace(req.get_header_value("Content-Length", i))));
+  }
+  const size_t codings = req.get_header_value_count("Transfer-Encoding");
+  if (codings > 0) {
+    std::string te = absl::AsciiStrToLower(absl::StripAsciiWhitespace(req.get_header_value("Transfer-Encoding")));
+    if (codings > 1 || te != "chunked") {
+      framing_error_ = api::WithHttpStatus(
+          absl::InvalidArgumentError(absl::StrCat("Transfer-Encoding \"", te,
+                                                  "\" is not supported; send Content-Length or chunked")),
+          400);
+    } else if (!lengths.empty()) {
+      framing_error_ = FramingError("both Content-Length and Transfer-Encoding are set");
+    } else {
+      chunked_ = true;
+      consumed_ = false;
+    }
+  } else if (!lengths.empty()) {
+    for (const std::string& v : lengths) {
+      if (v.empty() || v.size() > 18 || v.find_first_not_of("0123456789") != std::string::npos) {
+        framing_error_ = FramingError(absl::StrCat("Content-Length \"", v.substr(0, 40), "\" is not a length"));
+        break;
+      }
+      if (v != lengths[0]) {
+        framing_error_ = FramingError("two different Content-Length headers");
+        break;
+      }
+    }
+    if (framing_error_.ok()) {
+      declared_length_ = std::stoll(lengths[0]);
+      remaining_ = declared_length_;
+      consumed_ = remaining_ == 0;
+    }
+  }
+  // Without either header a request has no body (RFC 9112 section 6.3): it is served at once.
+  if (!framing_error_.ok()) {
+    consumed_ = false;
+    CloseConnection();
+  }
+}
+
+absl::Status BodyReader::Read(size_t limit, const std::function<bool(const char*, size_t)>& sink) {
+  if (!framing_error_.ok()) return framing_error_;
+  if (read_called_) return absl::InternalError("the request body was already read");
+  read_called_ = true;
+  if (chunked_) {
+    absl::Status s = ReadChunked(limit, sink);
+    if (!s.ok()) CloseConnection();
+    return s;
+  }
+  if (remaining_ > static_cast<int64_t>(limit)) {
+    return absl::ResourceExhaustedError(absl::StrCat("the request body is ", declared_length_,
+                                                     " bytes; the limit is ", limit, " bytes"));
+  }
+  char buf[16384];
+  while (remaining_ > 0) {
+    ssize_t n = conn_.read(buf, static_cast<size_t>(std::min<int64_t>(remaining_, sizeof(buf))));
+    if (n <= 0) {
+      CloseConnection();
+      return absl::DataLossError(absl::StrCat("the request body ended after ", declared_length_ - remaining_,
+                                              " of its ", declared_length_, " bytes; send it again"));
+    }
+    remaining_ -= n;
+    if (!sink(buf, static_cast<size_t>(n))) {
+      consumed_ = remaining_ == 0;
+      return absl::CancelledError("reading the request body was stopped");
+    }
+  }
+  consumed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status BodyReader::ReadChunked(size_t limit, const std::function<bool(const char*, size_t)>& sink) {
+  auto line = [&](std::string* out) -> bool {
+    out->clear();
+    char c;
+    while (out->size() < 4096) {
+      if (conn_.read(&c, 1) != 1) return false;
+      if (c == '\n') {
+        if (!out->empty() && out->back() == '\r') out->pop_back();
+        return true;
+      }
+      out->push_back(c);
+    }
+    return false;
+  };
+  auto malformed = [] { return absl::DataLossError("the chunked request body is malformed or cut short"); };
+  size_t total = 0;
+  std::string l;
+  char buf[16384];
+  for (;;) {
+    if (!line(&l)) return malformed();
+    absl::string_view size_text = absl::string_view(l).substr(0, l.find(';'));
+    size_text = absl::StripAsciiWhitespace(size_text);
+    if (size_text.empty() || size_text.size() > 15 ||
+        size_text.find_first_not_of("0123456789abcdefABCDEF") != absl::string_view::npos) {
+      return malformed();
+    }
+    size_t chunk = std::stoull(std::string(size_text), nullptr, 16);
+    if (chunk == 0) break;
+    if (total + chunk > limit) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("the request body exceeds the limit of ", limit, " bytes"));
+    }
+    total += chunk;
+    while (chunk > 0) {
+      ssize_t n = conn_.read(buf, std::min(chunk, sizeof(buf)));
+      if (n <= 0) return malformed();
+      chunk -= static_cast<size_t>(n);
+      if (!sink(buf, static_cast<size_t>(n))) return absl::CancelledError("reading the request body was stopped");
+    }
+    if (!line(&l) || !l.empty()) return malformed();
+  }
+  // Trailer fields up to the empty line.
+  do {
+    if (!line(&l)) return malformed();
+  } while (!l.empty());
+  consumed_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status BodyReader::ReadAll(size_t limit, std::string* out) {
+  out->clear();
+  if (declared_length_ > 0 && declared_length_ <= static_cast<int64_t>(limit)) {
+    out->reserve(static_cast<size_t>(declared_length_));
+  }
+  return Read(limit, [out](const char* d, size_t n) {
+    out->append(d, n);
+    return true;
+  });
+}
+
+void BodyReader::Finish() {
+  if (!active_ || consumed_ || conn_.close_) return;
+  if (!read_called_ && !chunked_ && remaining_ <= static_cast<int64_t>(kDrainBytes)) {
+    char buf[16384];
+    while (remaining_ > 0) {
+      ssize_t n = conn_.read(buf, static_cast<size_t>(std::min<int64_t>(remaining_, sizeof(buf))));
+      if (n <= 0) break;
+      remaining_ -= n;
+    }
+    consumed_ = remaining_ == 0;
+    if (consumed_) return;
+  }
+  CloseConnection();
+}
+
+void BodyReader::CloseConnection() { conn_.close_ = true; }
+bool BodyReader::closing() const { return conn_.close_; }
+
+HttpConnectionServer::HttpConnectionServer() = default;
+
+void HttpConnectionServer::BeginRequest(const httplib::Request& req) {
+  if (tl_connection != nullptr) tl_connection->reader().Begin(req);
+}
+
+void HttpConnectionServer::CloseCurrentConnection() {
+  if (tl_connection != nullptr) tl_connection->close_ = true;
+}
+
+bool HttpConnectionServer::process_and_close_socket(socket_t sock) {
+  HttpConnection conn(sock, read_timeout_sec_, write_timeout_sec_);
+  tl_connection = &conn;
+  bool ret = false;
+  size_t count = keep_alive_max_count_;
+  while (count > 0 && conn.WaitForRequest(keep_alive_timeout_sec_, svr_sock_)) {
+    const bool close_connection = count == 1;
+    bool connection_closed = false;
+    conn.reader().active_ = false;
+    ret = process_request(conn, close_connection, connection_closed, nullptr);
+    conn.reader().active_ = false;
+    if (!ret || connection_closed || conn.close_) break;
+    --count;
+  }
+  tl_connection = nullptr;
+  if (conn.close_) conn.LingeringClose();
+  ::shutdown(sock, SHUT_RDWR);
+  ::close(sock);
+  return ret;
+}
+
+}  // namespace falcon::apiserver

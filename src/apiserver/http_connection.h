@@ -1,0 +1,96 @@
+// The one place where falcon-apiserver works around cpp-httplib 0.11 (Debian's): its connection handling.
+//
+// cpp-httplib reads a request's body only if a handler asks for it, keeps the connection open whatever the
+// handler did, and gives handlers no way to close it. A refused request's unread body then stays on the
+// connection and is parsed as the next request (a request-smuggling hole behind any proxy that reuses
+// connections); a POST without Content-Length is read until the client gives up. So:
+//   - HttpConnectionServer is an httplib::Server whose accepted connections are served by our own keep-alive
+//     loop (it overrides the private virtual process_and_close_socket, and calls the protected
+//     process_request for each request) over our own Stream. cpp-httplib still parses the request line and
+//     headers and writes responses; everything about the body is ours.
+//   - BodyReader (per request, on the serving thread) decides the body's framing (Content-Length, chunked,
+//     or none: zero length, answered at once), refuses ambiguous framing (both headers, two different
+//     lengths, a non-numeric length, another transfer coding), reads the body with a byte limit, and at the
+//     end of the request drains what nobody read up to kDrainBytes — or, beyond that or after a framing
+//     error, marks the connection to be closed: the response then says "Connection: close", and the
+//     connection is shut down for writing and read to its end for a bounded time before closing, so that a
+//     client still sending receives the answer instead of a reset.
+// Thread-safety: one connection is served by one worker thread; BodyReader::Current() is that thread's.
+#pragma once
+
+#include <httplib.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace falcon::apiserver {
+
+// A refused request's unread body up to this many bytes is read and discarded to keep the connection;
+// beyond it the connection is closed.
+inline constexpr size_t kDrainBytes = 64 * 1024;
+
+class HttpConnection;
+
+// The body of the request being served on this thread.
+class BodyReader {
+ public:
+  // The reader of the request this thread is serving; nullptr outside a request.
+  static BodyReader* Current();
+
+  // INVALID_ARGUMENT (HTTP 400) for ambiguous or malformed framing; the connection is then closed.
+  absl::Status framing_error() const { return framing_error_; }
+  // Whether the request has a body (Content-Length > 0 or chunked) and how long it says it is (-1 chunked).
+  bool has_body() const { return chunked_ || declared_length_ > 0; }
+  int64_t declared_length() const { return chunked_ ? -1 : declared_length_; }
+
+  // Reads the whole body, at most `limit` bytes, into `sink` (which may return false to stop: CANCELLED).
+  // RESOURCE_EXHAUSTED naming `limit` when the body is longer (known up front for Content-Length: nothing
+  // is read), DATA_LOSS when the client stops sending or the chunked coding is malformed. After any error the
+  // connection is closed at the end of the request. Can be called once.
+  absl::Status Read(size_t limit, const std::function<bool(const char*, size_t)>& sink);
+  // Read into a string.
+  absl::Status ReadAll(size_t limit, std::string* out);
+
+  // Ends the request: what the handler left unread is drained (up to kDrainBytes) or the connection is
+  // marked for closing. Idempotent.
+  void Finish();
+  // Marks the connection to be closed after this response (which then carries "Connection: close").
+  void CloseConnection();
+  bool closing() const;
+
+ private:
+  friend class HttpConnection;
+  friend class HttpConnectionServer;
+  explicit BodyReader(HttpConnection& conn) : conn_(conn) {}
+  void Begin(const httplib::Request& req);
+  absl::Status ReadChunked(size_t limit, const std::function<bool(const char*, size_t)>& sink);
+
+  HttpConnection& conn_;
+  bool active_ = false;
+  absl::Status framing_error_;
+  bool chunked_ = false;
+  int64_t declared_length_ = 0;
+  int64_t remaining_ = 0;  // of a Content-Length body
+  bool consumed_ = true;   // nothing more of this request's body is on the connection
+  bool read_called_ = false;
+};
+
+class HttpConnectionServer : public httplib::Server {
+ public:
+  HttpConnectionServer();
+  // Called at the start of each request with its reader: sets up BodyReader::Current(). Used by the
+  // pre-routing handler; exposed for it only.
+  static void BeginRequest(const httplib::Request& req);
+  // Closes the connection of this thread's request after its response (with "Connection: close"), also for
+  // requests cpp-httplib refused before any handler ran (malformed request line or headers, URI too long).
+  static void CloseCurrentConnection();
+
+ private:
+  bool process_and_close_socket(socket_t sock) override;
+};
+
+}  // namespace falcon::apiserver

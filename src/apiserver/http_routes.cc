@@ -1,0 +1,308 @@
+// The HTTP routes of falcon-apiserver: one table, each entry a thin adapter from the HTTP request (path
+// parameters, query parameters, JSON body) to an ApiService call, and from its answer to JSON. Validation
+// and the choice of error codes are the service's (and src/api's); docs/http-api.md lists these routes.
+#include <httplib.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "api/json_codec.h"
+#include "api/validation.h"
+#include "apiserver/http_server.h"
+#include "common/status.h"
+
+namespace falcon::apiserver {
+namespace {
+
+using nlohmann::json;
+
+constexpr size_t kDownloadChunk = 256 * 1024;
+
+void WriteJson(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(api::Dump(body), "application/json");
+}
+
+// Refuses body fields other than `allowed` (the server sets the rest).
+absl::Status AllowOnly(const json& body, std::initializer_list<const char*> allowed) {
+  for (const auto& [key, value] : body.items()) {
+    bool ok = false;
+    std::string list;
+    for (const char* a : allowed) {
+      ok = ok || key == a;
+      if (!list.empty()) list += ", ";
+      list += a;
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError("unknown field \"" + key + "\" (accepted fields: " + list + ")");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A JSON body (of a kJson route) as `Message`, with only `allowed` fields (any of the message's if empty).
+template <typename Message>
+absl::StatusOr<Message> FromBody(const json& body, std::initializer_list<const char*> allowed = {}) {
+  if (allowed.size() > 0) FALCON_RETURN_IF_ERROR(AllowOnly(body, allowed));
+  Message m;
+  FALCON_RETURN_IF_ERROR(api::FromJson(body, &m));
+  return m;
+}
+
+template <typename Message>
+absl::StatusOr<Message> Body(const HttpCall& call, std::initializer_list<const char*> allowed = {}) {
+  FALCON_ASSIGN_OR_RETURN(json body, api::ParseJsonObject(call.body));
+  return FromBody<Message>(body, allowed);
+}
+
+// A query parameter given once or more: its first value; nullopt when absent. Every parameter refuses an
+// empty value ("?exp_id="): leave a parameter out to get its default.
+absl::StatusOr<std::optional<std::string>> Param(const httplib::Request& req, const char* name) {
+  if (!req.has_param(name)) return std::nullopt;
+  std::string v = req.get_param_value(name);
+  if (v.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("query parameter ", name,
+                                                   " is empty; leave it out to get its default"));
+  }
+  return v;
+}
+
+absl::StatusOr<int64_t> IntParam(const httplib::Request& req, const char* name, int64_t def, int64_t min,
+                                 int64_t max) {
+  if (!req.has_param(name)) return def;
+  return api::ParseIntParam(name, req.get_param_value(name), min, max);
+}
+
+// An upload's body as the service reads it.
+class UploadBody final : public ByteSource {
+ public:
+  UploadBody(BodyReader* reader, size_t limit) : reader_(reader), limit_(limit) {}
+  absl::Status Read(const std::function<bool(const char*, size_t)>& sink) override {
+    if (reader_ == nullptr || !reader_->has_body()) return absl::OkStatus();
+    return reader_->Read(limit_, sink);
+  }
+
+ private:
+  BodyReader* reader_;
+  size_t limit_;
+};
+
+}  // namespace
+
+void HttpServer::RegisterRoutes() {
+  ApiService& svc = service_;
+  auto add = [this](const char* method, const char* path, BodyKind body, HttpHandler h) {
+    router_.Add(HttpRoute{method, path, body, std::move(h)});
+  };
+  const BodyKind kNone = BodyKind::kNone, kJson = BodyKind::kJson, kStream = BodyKind::kStream;
+
+  // --- health, metrics, the API document, the benchmark ceiling
+  add("GET", "/healthz", kNone, [](HttpCall& c) {
+    c.res.set_content("ok\n", "text/plain");
+    return absl::OkStatus();
+  });
+  add("GET", "/readyz", kNone, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_RETURN_IF_ERROR(svc.Ready(c.ctx));
+    c.res.set_content("ready\n", "text/plain");
+    return absl::OkStatus();
+  });
+  add("GET", "/metrics", kNone, [this](HttpCall& c) {
+    c.res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
+    return absl::OkStatus();
+  });
+  add("GET", "/openapi.json", kNone, [this](HttpCall& c) -> absl::Status {
+    FALCON_RETURN_IF_ERROR(openapi_status_);
+    c.res.set_content(openapi_json_, "application/json");
+    return absl::OkStatus();
+  });
+  // Hello-world of the same stack (thread pool, routing, metrics): the ceiling for the benchmark.
+  add("GET", "/_hello", kNone, [](HttpCall& c) {
+    c.res.set_content("hello, world\n", "text/plain");
+    return absl::OkStatus();
+  });
+
+  // --- Exps and artifacts
+  add("POST", "/v1/exps", kJson, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(json body, api::ParseJsonObject(c.body));
+    // Left out, the id is generated; given, it must be a valid one ("" is not).
+    if (body.contains("exp_id") && body["exp_id"] == "") return api::ValidateId("", "exp_id");
+    FALCON_ASSIGN_OR_RETURN(auto exp, FromBody<api::v1::Exp>(body, {"exp_id", "name", "status"}));
+    FALCON_ASSIGN_OR_RETURN(exp, svc.CreateExp(c.ctx, std::move(exp)));
+    WriteJson(c.res, 201, api::ToJson(exp));
+    return absl::OkStatus();
+  });
+  add("PATCH", "/v1/exps/{exp_id}", kJson, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(auto update, Body<api::v1::Exp>(c, {"status"}));
+    FALCON_ASSIGN_OR_RETURN(auto exp, svc.UpdateExpStatus(c.ctx, c.params[0], update.status()));
+    WriteJson(c.res, 200, api::ToJson(exp));
+    return absl::OkStatus();
+  });
+  add("GET", "/v1/exps", kNone, [&svc](HttpCall& c) -> absl::Status {
+    store::ListExpsQuery q;
+    FALCON_ASSIGN_OR_RETURN(auto status, Param(c.req, "status"));
+    if (status) {
+      FALCON_ASSIGN_OR_RETURN(int st, api::ParseEnumParam(api::v1::ExpStatus_descriptor(), "status", *status));
+      q.status = static_cast<api::v1::ExpStatus>(st);
+    }
+    FALCON_ASSIGN_OR_RETURN(int64_t size, IntParam(c.req, "page_size", 100, 1, 1000));
+    q.page_size = static_cast<int>(size);
+    FALCON_ASSIGN_OR_RETURN(auto token, Param(c.req, "page_token"));
+    q.page_token = token.value_or("");
+    FALCON_ASSIGN_OR_RETURN(auto page, svc.ListExps(c.ctx, q));
+    json exps = json::array();
+    for (const auto& e : page.exps) exps.push_back(api::ToJson(e));
+    WriteJson(c.res, 200, {{"exps", std::move(exps)}, {"next_page_token", page.next_page_token}});
+    return absl::OkStatus();
+  });
+  add("GET", "/v1/exps/{exp_id}", kNone, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(auto got, svc.GetExp(c.ctx, c.params[0]));
+    json list = json::array();
+    for (const auto& a : got.artifacts()) list.push_back(api::ToJson(a));
+    WriteJson(c.res, 200, {{"exp", api::ToJson(got.exp())}, {"artifacts", std::move(list)}});
+    return absl::OkStatus();
+  });
+  add("POST", "/v1/exps/{exp_id}/artifacts", kJson, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(auto a, Body<api::v1::Artifact>(c, {"artifact_type", "uri"}));
+    FALCON_ASSIGN_OR_RETURN(a, svc.CreateArtifact(c.ctx, c.params[0], std::move(a)));
+    WriteJson(c.res, 201, api::ToJson(a));
+    return absl::OkStatus();
+  });
+  // The body (at most max_body_bytes) is stored at exps/{exp_id}/files/{name}; the answer's uri is what
+  // `falcon exp add-artifact --file` then registers as the artifact.
+  add("PUT", "/v1/exps/{exp_id}/files/{name+}", kStream, [this, &svc](HttpCall& c) -> absl::Status {
+    UploadBody body(c.reader, options_.max_body_bytes);
+    FALCON_ASSIGN_OR_RETURN(auto up, svc.Upload(c.ctx, c.params[0], c.params[1], body));
+    WriteJson(c.res, 201, {{"uri", up.uri}, {"size_bytes", up.size_bytes}});
+    return absl::OkStatus();
+  });
+
+  // --- analyses
+  add("POST", "/v1/analyses", kJson, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(auto create, Body<analyzer::v1::CreateAnalysisRequest>(c));
+    FALCON_ASSIGN_OR_RETURN(std::string id, svc.CreateAnalysis(c.ctx, std::move(create)));
+    WriteJson(c.res, 201, {{"analysis_id", id}});
+    return absl::OkStatus();
+  });
+  add("GET", "/v1/analyses", kNone, [&svc](HttpCall& c) -> absl::Status {
+    store::ListAnalysesQuery q;
+    FALCON_ASSIGN_OR_RETURN(auto exp_id, Param(c.req, "exp_id"));
+    q.exp_id = exp_id.value_or("");
+    for (size_t i = 0; i < c.req.get_param_value_count("status"); ++i) {
+      const std::string v = c.req.get_param_value("status", i);
+      for (absl::string_view part : absl::StrSplit(v, ',')) {
+        FALCON_ASSIGN_OR_RETURN(int st, api::ParseEnumParam(api::v1::AnalysisStatus_descriptor(), "status", part));
+        q.statuses.push_back(static_cast<api::v1::AnalysisStatus>(st));
+      }
+    }
+    FALCON_ASSIGN_OR_RETURN(int64_t size, IntParam(c.req, "page_size", 50, 1, 1000));
+    q.page_size = static_cast<int>(size);
+    FALCON_ASSIGN_OR_RETURN(auto token, Param(c.req, "page_token"));
+    q.page_token = token.value_or("");
+    // Like a list view elsewhere, records come without their script (up to 1 MiB each) unless asked for.
+    FALCON_ASSIGN_OR_RETURN(auto view_param, Param(c.req, "view"));
+    const std::string view = view_param.value_or("basic");
+    if (view != "basic" && view != "full") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "view=", view, " is not a view: use view=basic (the default, records without script_content) or view=full"));
+    }
+    FALCON_ASSIGN_OR_RETURN(auto page, svc.ListAnalyses(c.ctx, q));
+    json list = json::array();
+    for (const auto& r : page.records) {
+      json j = api::ToJson(r);
+      if (view != "full") j.erase("script_content");
+      list.push_back(std::move(j));
+    }
+    WriteJson(c.res, 200, {{"analyses", std::move(list)}, {"next_page_token", page.next_page_token}});
+    return absl::OkStatus();
+  });
+  add("GET", "/v1/analyses/{id}", kNone, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(auto record, svc.GetAnalysis(c.ctx, c.params[0]));
+    WriteJson(c.res, 200, api::ToJson(record));
+    return absl::OkStatus();
+  });
+  add("POST", "/v1/analyses/{id}:cancel", kNone, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(auto record, svc.CancelAnalysis(c.ctx, c.params[0]));
+    WriteJson(c.res, 200, record.exp_id().empty() ? json{{"analysis_id", record.analysis_id()}} : api::ToJson(record));
+    return absl::OkStatus();
+  });
+  add("DELETE", "/v1/analyses/{id}", kNone, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(auto purge_param, Param(c.req, "purge"));
+    bool purge = false;
+    if (purge_param) {
+      FALCON_ASSIGN_OR_RETURN(purge, api::ParseBoolParam("purge", *purge_param));
+    }
+    FALCON_RETURN_IF_ERROR(svc.DeleteAnalysis(c.ctx, c.params[0], purge));
+    WriteJson(c.res, 200, {{"analysis_id", c.params[0]}, {"deleted", true}, {"purged", purge}});
+    return absl::OkStatus();
+  });
+  add("GET", "/v1/analyses/{id}/logs", kNone, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(int64_t offset, IntParam(c.req, "offset", 0, 0, INT64_MAX));
+    FALCON_ASSIGN_OR_RETURN(auto logs, svc.GetLogs(c.ctx, c.params[0], offset));
+    c.res.set_header("X-Falcon-Next-Offset", std::to_string(logs.next_offset()));
+    c.res.set_header("X-Falcon-Complete", logs.complete() ? "true" : "false");
+    c.res.status = 200;
+    c.res.set_content(logs.content(), "text/plain; charset=utf-8");
+    return absl::OkStatus();
+  });
+  add("GET", "/v1/analyses/{id}/results", kNone, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(auto listed, svc.ListResults(c.ctx, c.params[0]));
+    json list = json::array();
+    for (const auto& f : listed.results) {
+      list.push_back({{"name", f.name}, {"size", f.size}, {"updated_at", FormatRfc3339(f.updated_at)}, {"uri", f.uri}});
+    }
+    WriteJson(c.res, 200,
+              {{"analysis_id", listed.record.analysis_id()},
+               {"status", api::EnumValueToJson(
+                              api::v1::AnalysisStatus_descriptor()->FindValueByNumber(listed.record.status()))},
+               {"result_prefix", listed.result_prefix},
+               {"results", std::move(list)}});
+    return absl::OkStatus();
+  });
+  add("GET", "/v1/analyses/{id}/results/{name+}", kNone, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(ResultDownload d, svc.OpenResult(c.ctx, c.params[0], c.params[1]));
+    c.res.status = 200;
+    c.res.set_header("Content-Disposition", "attachment; filename=\"" + d.file_name + "\"");
+    if (d.size == 0) {
+      c.res.set_content("", d.content_type);
+      return absl::OkStatus();
+    }
+    c.res.set_content_provider(
+        static_cast<size_t>(d.size), d.content_type,
+        [objects = d.objects, key = d.key](size_t offset, size_t length, httplib::DataSink& sink) {
+          std::ostringstream chunk;
+          auto s = objects->Get(key, chunk, static_cast<int64_t>(offset),
+                                static_cast<int64_t>(std::min(length, kDownloadChunk)));
+          if (!s.ok()) {
+            spdlog::warn("result download failed key={} offset={} error=\"{}\"", key, offset,
+                         std::string(s.message()));
+            return false;  // aborts the response; the client sees a short body
+          }
+          const std::string data = chunk.str();
+          if (data.empty()) return false;  // the object shrank under us
+          sink.write(data.data(), data.size());
+          return true;
+        });
+    return absl::OkStatus();
+  });
+
+  // --- plugins
+  add("GET", "/v1/plugins", kNone, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(auto resp, svc.ListPlugins(c.ctx));
+    json list = json::array();
+    for (const auto& p : resp.plugins()) list.push_back(api::ToJson(p));
+    WriteJson(c.res, 200, {{"plugins", std::move(list)}});
+    return absl::OkStatus();
+  });
+  add("GET", "/v1/plugins/{name}", kNone, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(auto plugin, svc.GetPlugin(c.ctx, c.params[0]));
+    WriteJson(c.res, 200, api::ToJson(plugin));
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace falcon::apiserver

@@ -1,0 +1,157 @@
+// ApiService: everything falcon-apiserver does, once, independent of the transport. The HTTP routes
+// (http_routes.cc) and the gRPC FalconAPIService (api_service.cc) are thin adapters that turn their request
+// into a call here and the answer (or absl::Status) back into their wire form; validation
+// (src/api/validation.h) and the choice of status codes happen here only.
+//
+// What it does, by resource:
+//   - Exps and artifacts: registered in and read from the Store; uploads go to the ObjectStore.
+//   - Analyses: created, cancelled and deleted through the controller (ControllerClient), after the checks
+//     that need no controller (the Exp exists, the request is valid, the id is fixed before forwarding so a
+//     retry creates one analysis); read from the Store; results listed and read from the ObjectStore.
+//   - Analysis records (the controller's own calls over gRPC): created, updated, deleted with fencing by the
+//     caller's lease epoch (RequestContext::lease_epoch -> Store::CheckFencingEpoch).
+//
+// Every method takes a RequestContext: who is calling. Access control will fill in `caller` and decide
+// here, for both transports at once.
+// Thread-safe: no state of its own beyond the referenced objects, which must be thread-safe themselves.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "apiserver/controller_client.h"
+#include "common/clock.h"
+#include "falcon/analyzer/v1/analyzer.pb.h"
+#include "falcon/api/v1/api.pb.h"
+#include "objstore/object_store.h"
+#include "store/store.h"
+
+namespace falcon::apiserver {
+
+// The Lease whose epoch fences the controller's record writes.
+inline constexpr char kControllerLeaseName[] = "analyzer-controller";
+
+// Who is calling. Empty until access control exists; it will be filled by each transport's adapter (from a
+// token, a client certificate, ...) and checked by the service.
+struct Caller {};
+
+struct RequestContext {
+  Caller caller;
+  // The analyzer controller's lease epoch, when the caller sent one: mutating record calls are fenced by it.
+  std::optional<int64_t> lease_epoch;
+};
+
+// The body of an upload, read as it arrives: Read calls `sink` with each piece until the body ends (OK) or
+// `sink` returns false (then Read returns CANCELLED). A body cut short is DATA_LOSS.
+class ByteSource {
+ public:
+  virtual ~ByteSource() = default;
+  virtual absl::Status Read(const std::function<bool(const char*, size_t)>& sink) = 0;
+};
+
+struct UploadResult {
+  std::string uri;
+  int64_t size_bytes = 0;
+};
+
+struct ResultFile {
+  std::string name;  // relative to the analysis' result prefix
+  int64_t size = 0;
+  Time updated_at;
+  std::string uri;
+};
+
+struct ResultList {
+  api::v1::AnalysisRecord record;
+  std::string result_prefix;  // URI
+  std::vector<ResultFile> results;
+};
+
+// One result file, ready to be streamed with ObjectStore::Get(key, ...).
+struct ResultDownload {
+  objstore::ObjectStore* objects = nullptr;
+  std::string key;
+  int64_t size = 0;
+  std::string file_name;     // the last part of the name
+  std::string content_type;  // by extension
+};
+
+class ApiService {
+ public:
+  // `objects` and `controller` may be null: the calls that need them then answer UNAVAILABLE saying so. All
+  // referenced objects must outlive the service.
+  ApiService(store::Store& store, objstore::ObjectStore* objects, ControllerClient* controller, Clock& clock,
+             Random& random);
+
+  // --- health
+  // OK once the database answers a query; UNAVAILABLE otherwise.
+  absl::Status Ready(const RequestContext& ctx);
+
+  // --- Exps and artifacts
+  // `exp` as given by the client (exp_id, name, status); the server sets the rest. A missing exp_id becomes
+  // a UUIDv7, a missing status pending.
+  absl::StatusOr<api::v1::Exp> CreateExp(const RequestContext& ctx, api::v1::Exp exp);
+  absl::StatusOr<api::v1::Exp> UpdateExpStatus(const RequestContext& ctx, const std::string& exp_id,
+                                               int status);
+  absl::StatusOr<store::ExpPage> ListExps(const RequestContext& ctx, const store::ListExpsQuery& q);
+  absl::StatusOr<api::v1::GetExpResponse> GetExp(const RequestContext& ctx, const std::string& exp_id);
+  // `artifact` as given (artifact_type, uri); the server sets its id, Exp and created_at.
+  absl::StatusOr<api::v1::Artifact> CreateArtifact(const RequestContext& ctx, const std::string& exp_id,
+                                                   api::v1::Artifact artifact);
+  // Checks an upload before its body is read: a valid name, the Exp exists, the name is free to take (not a
+  // folder of other uploads, not under a file), an object store is configured.
+  absl::Status CheckUpload(const RequestContext& ctx, const std::string& exp_id, const std::string& name);
+  // CheckUpload, then stores the body at exps/{exp_id}/files/{name}.
+  absl::StatusOr<UploadResult> Upload(const RequestContext& ctx, const std::string& exp_id,
+                                      const std::string& name, ByteSource& body);
+
+  // --- analyses (the CLI's calls)
+  // Validates, fills defaults (online), fixes the id, checks the Exp exists, forwards. Returns the id.
+  absl::StatusOr<std::string> CreateAnalysis(const RequestContext& ctx,
+                                             analyzer::v1::CreateAnalysisRequest req);
+  absl::StatusOr<store::AnalysisPage> ListAnalyses(const RequestContext& ctx, const store::ListAnalysesQuery& q);
+  absl::StatusOr<api::v1::AnalysisRecord> GetAnalysis(const RequestContext& ctx, const std::string& id);
+  // The record as it is after the cancel (or just its id when it cannot be read back).
+  absl::StatusOr<api::v1::AnalysisRecord> CancelAnalysis(const RequestContext& ctx, const std::string& id);
+  // NOT_FOUND for an unknown analysis (checked before forwarding).
+  absl::Status DeleteAnalysis(const RequestContext& ctx, const std::string& id, bool purge);
+  absl::StatusOr<analyzer::v1::GetAnalysisLogsResponse> GetLogs(const RequestContext& ctx,
+                                                                const std::string& id, int64_t offset);
+  absl::StatusOr<ResultList> ListResults(const RequestContext& ctx, const std::string& id);
+  absl::StatusOr<ResultDownload> OpenResult(const RequestContext& ctx, const std::string& id,
+                                            const std::string& name);
+  absl::StatusOr<analyzer::v1::ListPluginsResponse> ListPlugins(const RequestContext& ctx);
+  absl::StatusOr<api::v1::Plugin> GetPlugin(const RequestContext& ctx, const std::string& name);
+
+  // --- analysis records (the controller's calls; service_records.cc)
+  absl::StatusOr<api::v1::ListExpsAwaitingAnalysisResponse> ListExpsAwaitingAnalysis(const RequestContext& ctx,
+                                                                                    int limit);
+  absl::StatusOr<api::v1::CreateAnalysisRecordResponse> CreateAnalysisRecord(const RequestContext& ctx,
+                                                                             api::v1::AnalysisRecord record);
+  absl::StatusOr<api::v1::AnalysisRecord> GetAnalysisRecord(const RequestContext& ctx, const std::string& id);
+  absl::StatusOr<api::v1::ListAnalysisRecordsResponse> ListAnalysisRecords(
+      const RequestContext& ctx, const api::v1::ListAnalysisRecordsRequest& req);
+  absl::StatusOr<api::v1::AnalysisRecord> UpdateAnalysisRecord(const RequestContext& ctx, const std::string& id,
+                                                               const api::v1::AnalysisRecord& record,
+                                                               const std::vector<std::string>& paths);
+  absl::Status DeleteAnalysisRecord(const RequestContext& ctx, const std::string& id);
+  absl::StatusOr<api::v1::ListRunningAnalysesResponse> ListRunningAnalyses(const RequestContext& ctx);
+
+ private:
+  absl::Status CheckFencing(const RequestContext& ctx);
+  absl::StatusOr<ControllerClient*> Controller();
+  absl::StatusOr<objstore::ObjectStore*> Objects();
+
+  store::Store& store_;
+  objstore::ObjectStore* objects_;
+  ControllerClient* controller_;
+  Clock& clock_;
+  Random& random_;
+};
+
+}  // namespace falcon::apiserver

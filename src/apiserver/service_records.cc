@@ -1,0 +1,143 @@
+// ApiService: the analysis-record calls the analyzer controller makes (over gRPC FalconAPIService). Kept
+// apart from service.cc, the calls the CLI makes, to keep each file readable.
+#include <chrono>
+
+#include "api/validation.h"
+#include "apiserver/service.h"
+#include "common/ids.h"
+#include "common/status.h"
+#include "google/protobuf/util/time_util.h"
+
+namespace falcon::apiserver {
+namespace {
+
+google::protobuf::Timestamp ToProto(Time t) {
+  return google::protobuf::util::TimeUtil::MicrosecondsToTimestamp(
+      std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count());
+}
+
+absl::Status RequireId(const std::string& value, const char* field) {
+  if (value.empty()) return absl::InvalidArgumentError(std::string(field) + " is required");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ApiService::CheckFencing(const RequestContext& ctx) {
+  if (!ctx.lease_epoch) return absl::OkStatus();
+  return store_.CheckFencingEpoch(kControllerLeaseName, *ctx.lease_epoch);
+}
+
+absl::StatusOr<api::v1::ListExpsAwaitingAnalysisResponse> ApiService::ListExpsAwaitingAnalysis(
+    const RequestContext&, int limit_in) {
+  int limit = limit_in == 0 ? 100 : limit_in;
+  if (limit < 0 || limit > 1000) {
+    return absl::InvalidArgumentError("limit must be between 0 (default 100) and 1000, got " +
+                                      std::to_string(limit_in));
+  }
+  FALCON_ASSIGN_OR_RETURN(auto rows, store_.ListExpsAwaitingAnalysis(limit));
+  api::v1::ListExpsAwaitingAnalysisResponse resp;
+  for (auto& row : rows) {
+    auto* item = resp.add_items();
+    *item->mutable_exp() = std::move(row.exp);
+    *item->mutable_artifact() = std::move(row.artifact);
+  }
+  return resp;
+}
+
+absl::StatusOr<api::v1::CreateAnalysisRecordResponse> ApiService::CreateAnalysisRecord(
+    const RequestContext& ctx, api::v1::AnalysisRecord r) {
+  FALCON_RETURN_IF_ERROR(api::ValidateNewRecord(r));
+  FALCON_RETURN_IF_ERROR(CheckFencing(ctx));
+  auto exp = store_.GetExp(r.exp_id());
+  if (!exp.ok()) {
+    if (exp.status().code() == absl::StatusCode::kNotFound) {
+      return absl::NotFoundError("exp \"" + r.exp_id() + "\" does not exist; register it first");
+    }
+    return exp.status();
+  }
+  const Time now = clock_.Now();
+  const bool proposed = !r.analysis_id().empty();
+  if (proposed) {
+    if (auto s = api::ValidateUuid(r.analysis_id(), "record.analysis_id"); !s.ok()) {
+      return absl::InvalidArgumentError(std::string(s.message()) + "; leave it empty to get one");
+    }
+  }
+  if (!proposed) r.set_analysis_id(NewUuidV7(clock_, random_));
+  r.set_status(api::v1::ANALYSIS_STATUS_PENDING);
+  r.clear_error_message();
+  if (r.name().empty()) r.set_name(!r.plugin_name().empty() ? r.plugin_name() : "command");
+  if (!r.script_content().empty() && r.script_name().empty()) r.set_script_name("script");
+  if (r.result_gcs_path().empty() && objects_ != nullptr) {
+    r.set_result_gcs_path(objects_->Uri(AnalysisPrefix(r.exp_id(), r.analysis_id())));
+  }
+  *r.mutable_created_at() = ToProto(now);
+  *r.mutable_updated_at() = ToProto(now);
+  api::v1::CreateAnalysisRecordResponse resp;
+  absl::Status created = store_.CreateAnalysisRecord(r);
+  if (absl::IsAlreadyExists(created) && proposed) {
+    // A retry of a create that already happened (the first attempt's answer was lost): the same analysis.
+    auto existing = store_.GetAnalysisRecord(r.analysis_id());
+    if (existing.ok() && existing->exp_id() == r.exp_id() && existing->analysis_type() == r.analysis_type()) {
+      resp.set_analysis_id(existing->analysis_id());
+      *resp.mutable_record() = std::move(*existing);
+      return resp;
+    }
+  }
+  FALCON_RETURN_IF_ERROR(created);
+  resp.set_analysis_id(r.analysis_id());
+  *resp.mutable_record() = std::move(r);
+  return resp;
+}
+
+absl::StatusOr<api::v1::AnalysisRecord> ApiService::GetAnalysisRecord(const RequestContext&,
+                                                                      const std::string& id) {
+  FALCON_RETURN_IF_ERROR(RequireId(id, "analysis_id"));
+  return store_.GetAnalysisRecord(id);
+}
+
+absl::StatusOr<api::v1::ListAnalysisRecordsResponse> ApiService::ListAnalysisRecords(
+    const RequestContext&, const api::v1::ListAnalysisRecordsRequest& req) {
+  store::ListAnalysesQuery q;
+  q.exp_id = req.exp_id();
+  for (int s : req.statuses()) {
+    FALCON_RETURN_IF_ERROR(api::ValidateEnum(api::v1::AnalysisStatus_descriptor(), s, "statuses", false));
+    q.statuses.push_back(static_cast<api::v1::AnalysisStatus>(s));
+  }
+  q.page_size = req.page_size() == 0 ? 50 : req.page_size();
+  if (q.page_size < 0 || q.page_size > 1000) {
+    return absl::InvalidArgumentError("page_size must be between 0 (default 50) and 1000, got " +
+                                      std::to_string(req.page_size()));
+  }
+  q.page_token = req.page_token();
+  FALCON_ASSIGN_OR_RETURN(auto page, store_.ListAnalysisRecords(q));
+  api::v1::ListAnalysisRecordsResponse resp;
+  for (auto& r : page.records) *resp.add_records() = std::move(r);
+  resp.set_next_page_token(page.next_page_token);
+  return resp;
+}
+
+absl::StatusOr<api::v1::AnalysisRecord> ApiService::UpdateAnalysisRecord(const RequestContext& ctx,
+                                                                         const std::string& id,
+                                                                         const api::v1::AnalysisRecord& record,
+                                                                         const std::vector<std::string>& paths) {
+  FALCON_RETURN_IF_ERROR(RequireId(id, "analysis_id"));
+  FALCON_RETURN_IF_ERROR(api::ValidateRecordUpdate(record, paths));
+  FALCON_RETURN_IF_ERROR(CheckFencing(ctx));
+  return store_.UpdateAnalysisRecord(id, record, paths, clock_.Now());
+}
+
+absl::Status ApiService::DeleteAnalysisRecord(const RequestContext& ctx, const std::string& id) {
+  FALCON_RETURN_IF_ERROR(RequireId(id, "analysis_id"));
+  FALCON_RETURN_IF_ERROR(CheckFencing(ctx));
+  return store_.DeleteAnalysisRecord(id);
+}
+
+absl::StatusOr<api::v1::ListRunningAnalysesResponse> ApiService::ListRunningAnalyses(const RequestContext&) {
+  FALCON_ASSIGN_OR_RETURN(auto records, store_.ListNonTerminalAnalyses());
+  api::v1::ListRunningAnalysesResponse resp;
+  for (auto& r : records) *resp.add_records() = std::move(r);
+  return resp;
+}
+
+}  // namespace falcon::apiserver
