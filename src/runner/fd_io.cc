@@ -151,7 +151,22 @@ absl::StatusOr<std::vector<std::string>> ListDir(int dirfd) {
 }
 
 FdRangeStreambuf::FdRangeStreambuf(int fd, int64_t offset, int64_t length)
-    : fd_(fd), pos_(offset), end_(offset + length), buf_(1 << 16) {}
+    : fd_(fd), begin_(offset), pos_(offset), end_(offset + length), buf_(1 << 16) {}
+
+FdRangeStreambuf::pos_type FdRangeStreambuf::seekoff(off_type off, std::ios_base::seekdir dir,
+                                                     std::ios_base::openmode which) {
+  int64_t cur = pos_ - (egptr() - gptr()) - begin_;
+  int64_t base = dir == std::ios_base::beg ? 0 : dir == std::ios_base::cur ? cur : end_ - begin_;
+  return seekpos(pos_type(base + off), which);
+}
+
+FdRangeStreambuf::pos_type FdRangeStreambuf::seekpos(pos_type pos, std::ios_base::openmode which) {
+  int64_t p = static_cast<int64_t>(pos);
+  if (!(which & std::ios_base::in) || p < 0 || p > end_ - begin_) return pos_type(off_type(-1));
+  pos_ = begin_ + p;
+  setg(buf_.data(), buf_.data(), buf_.data());
+  return pos_type(p);
+}
 
 FdRangeStreambuf::int_type FdRangeStreambuf::underflow() {
   if (gptr() < egptr()) return traits_type::to_int_type(*gptr());

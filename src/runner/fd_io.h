@@ -61,7 +61,8 @@ absl::StatusOr<std::vector<std::string>> SplitRelative(const std::string& rel);
 absl::StatusOr<std::vector<std::string>> ListDir(int dirfd);
 
 // A read-only streambuf over bytes [offset, offset + length) of an fd, read with pread(2) (so the fd's
-// own offset is untouched and several readers may share it). Stops early at end of file. Does not own
+// own offset is untouched and several readers may share it). Seekable, positions counted from `offset`
+// (a store can rewind to retry an upload). Stops early at end of file. Does not own
 // the fd. A read error sets error() and puts the stream in badbit (it throws from underflow, which istream
 // catches), so a store's Put fails instead of storing a truncated object.
 class FdRangeStreambuf : public std::streambuf {
@@ -71,10 +72,13 @@ class FdRangeStreambuf : public std::streambuf {
 
  protected:
   int_type underflow() override;
+  pos_type seekoff(off_type off, std::ios_base::seekdir dir, std::ios_base::openmode which) override;
+  pos_type seekpos(pos_type pos, std::ios_base::openmode which) override;
 
  private:
   int fd_;
-  int64_t pos_;
+  int64_t begin_;
+  int64_t pos_;  // file offset of egptr()
   int64_t end_;
   int error_ = 0;
   std::vector<char> buf_;
