@@ -22,6 +22,15 @@ int main(int argc, char** argv) {
   app.add_option("--log-upload-interval", o.log_upload_interval_seconds,
                  "seconds between output.log uploads while running")
       ->capture_default_str();
+  app.add_option("--allowed-input-root", o.allowed_input_roots,
+                 "inputs may come only from under this root: gs://bucket[/prefix] or file:///abs/path "
+                 "(repeatable; none: any file:// or gs:// URI)");
+  app.add_option("--max-result-files", o.max_result_files,
+                 "most entries (files, folders) of the output dir; over it no result is uploaded")
+      ->capture_default_str();
+  app.add_option("--max-result-bytes", o.max_result_bytes,
+                 "most bytes of the output dir's files; over it no result is uploaded")
+      ->capture_default_str();
   app.add_option("--run-as-uid", o.run_as_uid, "local runtime: run the command as this uid (runner is root)");
   app.add_option("--run-as-gid", o.run_as_gid, "local runtime: run the command with this gid");
   app.add_option("--memory-limit-bytes", o.memory_limit_bytes, "local runtime: RLIMIT_AS of the command");

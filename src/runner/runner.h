@@ -1,7 +1,8 @@
 // falcon-runner: the Pod entrypoint (docs/runner.md, docs/architecture.md "Pod contract"). Stages the
-// artifacts and the user's script from the object store into the scratch dir, runs `sh -c COMMAND` with the
-// plugins on PATH, tees its stdout+stderr into output.log (uploaded periodically, at the end and on
-// SIGTERM), uploads every file of the output dir as a result, and exits with the command's status.
+// artifacts (only from the allowed input roots, never through a link) and the user's script into the
+// scratch dir, runs `sh -c COMMAND` with the plugins on PATH, tees its stdout+stderr into output.log
+// (uploaded periodically, at the end and on SIGTERM), collects the regular files of the output dir as
+// results (bounded, never through a link: docs/security.md), and exits with the command's status.
 #pragma once
 
 #include <sys/types.h>
@@ -19,6 +20,7 @@ namespace falcon::runner {
 inline constexpr int kExitUsage = 2;          // invalid flags
 inline constexpr int kExitStagingFailed = 3;  // an input or the script could not be staged
 inline constexpr int kExitUploadFailed = 4;   // the command succeeded but its results could not be uploaded
+inline constexpr int kExitResultsRefused = 5;  // the command succeeded but its results exceed a limit
 
 struct RunnerOptions {
   std::string object_store;  // URL of the store results go to
@@ -33,6 +35,12 @@ struct RunnerOptions {
   std::string work_dir;             // default $FALCON_WORK_DIR, else /work
   std::string plugin_dir;           // default $FALCON_PLUGIN_DIR, else <dir of the runner>/../plugins
   double log_upload_interval_seconds = 5;
+
+  // Inputs may come only from under these roots ("gs://bucket[/prefix]", "file:///abs/path"); none: any
+  // well-formed URI (input_roots.h, docs/security.md).
+  std::vector<std::string> allowed_input_roots;
+  int64_t max_result_files = 10000;            // entries of the output dir (collector.h)
+  int64_t max_result_bytes = int64_t{10} << 30;  // bytes of its regular files
 
   // Local-runtime isolation (the Kubernetes runtime uses the Pod's security context instead).
   int64_t run_as_uid = -1;  // >= 0: the command runs as this uid (the runner must be root)
