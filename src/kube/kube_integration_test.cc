@@ -1,3 +1,5 @@
+// Over 600 lines on purpose: one test file per real backend, so every case runs against the same
+// kube-apiserver start (the control plane takes seconds to start; one fixture serves them all).
 // The Kubernetes client, KubernetesRuntime and LeaseElector against a real kube-apiserver (with etcd and a
 // fake kubelet that runs Pods as local processes), started by test/k8s/control-plane.sh.
 #include <gtest/gtest.h>

@@ -1,3 +1,5 @@
+// Over 600 lines on purpose: the GCS JSON API client in one place (simple, resumable and ranged transfers,
+// list paging, retries); each operation is short and they share the retry and error-mapping helpers.
 #include "objstore/gcs_store.h"
 
 #include <openssl/evp.h>
