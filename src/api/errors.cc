@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "common/status.h"
 
 namespace falcon::api {
 namespace {
@@ -29,25 +30,8 @@ constexpr absl::StatusCode kAllCodes[] = {
     absl::StatusCode::kUnauthenticated,
 };
 
-int HttpStatusForCode(absl::StatusCode code) {
-  switch (code) {
-    case absl::StatusCode::kOk: return 200;
-    case absl::StatusCode::kCancelled: return 499;
-    case absl::StatusCode::kInvalidArgument: return 400;
-    case absl::StatusCode::kOutOfRange: return 400;
-    case absl::StatusCode::kDeadlineExceeded: return 504;
-    case absl::StatusCode::kNotFound: return 404;
-    case absl::StatusCode::kAlreadyExists: return 409;
-    case absl::StatusCode::kAborted: return 409;
-    case absl::StatusCode::kPermissionDenied: return 403;
-    case absl::StatusCode::kUnauthenticated: return 401;
-    case absl::StatusCode::kResourceExhausted: return 413;
-    case absl::StatusCode::kFailedPrecondition: return 409;
-    case absl::StatusCode::kUnimplemented: return 501;
-    case absl::StatusCode::kUnavailable: return 503;
-    default: return 500;
-  }
-}
+// One mapping for the whole code base (common/status.h); the error body only adds the explicit overrides.
+int HttpStatusForCode(absl::StatusCode code) { return HttpStatusFor(code); }
 
 }  // namespace
 
