@@ -1,5 +1,8 @@
 #include "common/status.h"
 
+#include <cerrno>
+#include <cstring>
+
 #include <array>
 
 namespace falcon {
@@ -46,6 +49,22 @@ absl::StatusCode CodeFromName(std::string_view name) {
 absl::Status Annotate(const absl::Status& s, std::string_view context) {
   if (s.ok()) return s;
   return absl::Status(s.code(), std::string(context) + ": " + std::string(s.message()));
+}
+
+absl::Status ErrnoStatus(int err, std::string_view what) {
+  std::string msg = std::string(what) + ": " + std::strerror(err);
+  switch (err) {
+    case ENOENT:
+      return absl::NotFoundError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    case ENOSPC:
+    case EDQUOT:
+      return absl::ResourceExhaustedError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
 }
 
 }  // namespace falcon

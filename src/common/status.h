@@ -20,6 +20,10 @@ std::string CodeName(absl::StatusCode code);
 // The inverse of CodeName; UNKNOWN for anything else.
 absl::StatusCode CodeFromName(std::string_view name);
 
+// Status for a failed system call: "<what>: <strerror(err)>". ENOENT -> NOT_FOUND, EACCES/EPERM ->
+// PERMISSION_DENIED, ENOSPC/EDQUOT -> RESOURCE_EXHAUSTED, anything else INTERNAL.
+absl::Status ErrnoStatus(int err, std::string_view what);
+
 // Prefixes the message with context: Annotate(s, "reading catalog") -> "reading catalog: <msg>".
 absl::Status Annotate(const absl::Status& s, std::string_view context);
 

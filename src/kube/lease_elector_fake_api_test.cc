@@ -8,6 +8,7 @@
 #include <set>
 
 #include "kube/lease_elector.h"
+#include "leader/testing/recording_callbacks.h"
 #include "kube/testing/fake_kube_apiserver.h"
 #include "support/wait.h"
 
@@ -69,17 +70,7 @@ class NoJitter : public Random {
   uint64_t Next() override { return 0; }
 };
 
-struct Recorder {
-  std::atomic<int> started{0}, stopped{0};
-  std::atomic<int64_t> last_epoch{0};
-  leader::Callbacks Callbacks() {
-    return {[this](int64_t e) {
-              last_epoch = e;
-              ++started;
-            },
-            [this] { ++stopped; }};
-  }
-};
+using Recorder = leader::testing::RecordingCallbacks;
 
 // One replica: its own client (told apart at the fake by its User-Agent), Lease client and elector.
 struct Replica {

@@ -1,5 +1,6 @@
 // LeaseElector on FakeClock with an in-memory Lease: client-go's rules, without sleeping.
 #include "kube/lease_elector.h"
+#include "leader/testing/recording_callbacks.h"
 
 #include <gtest/gtest.h>
 
@@ -33,17 +34,7 @@ class ReplicaLease : public LeaseClient {
   InMemoryLeaseClient& shared_;
 };
 
-struct Recorder {
-  std::atomic<int> started{0}, stopped{0};
-  std::atomic<int64_t> last_epoch{0};
-  leader::Callbacks Callbacks() {
-    return {[this](int64_t e) {
-              last_epoch = e;
-              ++started;
-            },
-            [this] { ++stopped; }};
-  }
-};
+using Recorder = leader::testing::RecordingCallbacks;
 
 // Waits (in real time, bounded) until `n` threads are parked on the fake clock.
 void WaitParked(FakeClock& clock, int n) {

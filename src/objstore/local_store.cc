@@ -23,22 +23,6 @@ namespace {
 
 constexpr char kTempPrefix[] = ".falcon-tmp-";
 
-absl::Status ErrnoStatus(int err, const std::string& what) {
-  std::string msg = absl::StrCat(what, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-      return absl::NotFoundError(msg);
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(msg);
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(msg);
-    default:
-      return absl::InternalError(msg);
-  }
-}
-
 int64_t MtimeMs(const struct stat& st) {
   return static_cast<int64_t>(st.st_mtim.tv_sec) * 1000 + st.st_mtim.tv_nsec / 1000000;
 }

@@ -1,4 +1,5 @@
 #include "objstore/local_store.h"
+#include "objstore/testing/store_strings.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -29,14 +30,10 @@ class LocalStoreTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   absl::Status PutString(const std::string& key, const std::string& data) {
-    std::istringstream in(data);
-    return store_->Put(key, in);
+    return testing::PutString(*store_, key, data);
   }
   std::string GetString(const std::string& key, int64_t off = 0, int64_t len = -1) {
-    std::ostringstream out;
-    auto s = store_->Get(key, out, off, len);
-    EXPECT_TRUE(s.ok()) << s;
-    return out.str();
+    return testing::GetString(*store_, key, off, len);
   }
 
   fs::path dir_;

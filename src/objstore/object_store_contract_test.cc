@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "objstore/local_store.h"
+#include "objstore/testing/store_strings.h"
 #include "objstore/object_store.h"
 #include "objstore/testing/memory_object_store.h"
 
@@ -37,14 +38,10 @@ class ObjectStoreContractTest : public ::testing::TestWithParam<Backend> {
   void TearDown() override { fs::remove_all(dir_); }
 
   absl::Status PutString(const std::string& key, const std::string& data) {
-    std::istringstream in(data);
-    return store_->Put(key, in);
+    return testing::PutString(*store_, key, data);
   }
   std::string GetString(const std::string& key, int64_t off = 0, int64_t len = -1) {
-    std::ostringstream out;
-    auto s = store_->Get(key, out, off, len);
-    EXPECT_TRUE(s.ok()) << s;
-    return out.str();
+    return testing::GetString(*store_, key, off, len);
   }
   std::vector<std::string> Keys(const std::string& prefix) {
     auto l = store_->List(prefix);

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/status.h"
 
 namespace falcon::runner {
 
@@ -30,21 +31,16 @@ UniqueFd::~UniqueFd() {
 }
 
 absl::Status ErrnoStatus(int err, const std::string& what) {
-  std::string msg = absl::StrCat(what, ": ", std::strerror(err));
+  // What the runner adds to the shared mapping: a link or a path that leaves its folder is refused, and a
+  // file where a folder was expected is not there.
   switch (err) {
-    case ENOENT:
     case ENOTDIR:
-      return absl::NotFoundError(msg);
-    case EACCES:
-    case EPERM:
+      return absl::NotFoundError(absl::StrCat(what, ": ", std::strerror(err)));
     case ELOOP:
     case EXDEV:
-      return absl::PermissionDeniedError(msg);
-    case ENOSPC:
-    case EDQUOT:
-      return absl::ResourceExhaustedError(msg);
+      return absl::PermissionDeniedError(absl::StrCat(what, ": ", std::strerror(err)));
     default:
-      return absl::InternalError(msg);
+      return ::falcon::ErrnoStatus(err, what);
   }
 }
 

@@ -38,7 +38,8 @@ class UniqueFd {
 };
 
 // Status for a failed system call: "<what>: <strerror>", with NOT_FOUND / PERMISSION_DENIED / ... codes.
-// ELOOP and EXDEV (a link, or a path that leaves the folder) are PERMISSION_DENIED.
+// The shared mapping (common/status.h), plus: ELOOP and EXDEV (a link, or a path that leaves the folder)
+// are PERMISSION_DENIED, ENOTDIR is NOT_FOUND.
 absl::Status ErrnoStatus(int err, const std::string& what);
 
 // Opens `rel` ('/'-separated, relative, with no empty, "." or ".." segment; "" means `dirfd` itself)
