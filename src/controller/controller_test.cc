@@ -95,6 +95,35 @@ TEST_F(ControllerTest, SucceededPodMakesTheRecordSucceededAndKeepsTheLog) {
   EXPECT_EQ(Peer().admission().Running(QueueKind::kOnline), 0);
 }
 
+TEST_F(ControllerTest, LogReadAtOrPastTheEndIsAnEmptyPageThatEchoesTheOffset) {
+  std::string id = Online();
+  Peer().DrainQueue();
+  rt_.SetPhase(Pod(id), PodPhase::kRunning);
+  rt_.SetLogs(Pod(id), "hello\n");
+  for (int64_t offset : {int64_t{6}, int64_t{7}, int64_t{1} << 40, INT64_MAX}) {
+    auto live = c_->GetAnalysisLogs(id, offset);
+    ASSERT_TRUE(live.ok()) << "running, offset " << offset << ": " << live.status();
+    EXPECT_EQ(live->content(), "");
+    EXPECT_EQ(live->next_offset(), offset);
+    EXPECT_FALSE(live->complete());
+  }
+  rt_.SetPhase(Pod(id), PodPhase::kSucceeded);
+  Peer().DrainQueue();
+  ASSERT_EQ(Status(id), ANALYSIS_STATUS_SUCCEEDED);
+  for (int64_t offset : {int64_t{6}, int64_t{7}, int64_t{1} << 40, INT64_MAX}) {
+    auto stored = c_->GetAnalysisLogs(id, offset);
+    ASSERT_TRUE(stored.ok()) << "succeeded, offset " << offset << ": " << stored.status();
+    EXPECT_EQ(stored->content(), "");
+    EXPECT_EQ(stored->next_offset(), offset) << "the offset is echoed, not moved back to the end";
+    EXPECT_TRUE(stored->complete());
+  }
+  auto whole = c_->GetAnalysisLogs(id, 2);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_EQ(whole->content(), "llo\n");
+  EXPECT_EQ(whole->next_offset(), 6);
+  EXPECT_EQ(c_->GetAnalysisLogs(id, -1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(ControllerTest, FailedPodGivesExitCodeAndLastLogLines) {
   std::string id = Online("exit 3");
   Peer().DrainQueue();

@@ -192,9 +192,16 @@ absl::Status LocalObjectStore::Get(const std::string& key, std::ostream& out, in
     ::close(fd);
     return absl::NotFoundError(absl::StrCat("object '", key, "' not found in ", RootUrl()));
   }
+  // At or past the end there is nothing to read (the contract, as a ranged GCS read): answered here, as
+  // pread(2) refuses offsets near INT64_MAX (EINVAL) instead of reading nothing.
+  if (offset >= st.st_size) {
+    ::close(fd);
+    return absl::OkStatus();
+  }
   std::vector<char> buf(1 << 16);
   int64_t pos = offset;
   int64_t remaining = length < 0 ? INT64_MAX : length;
+  remaining = std::min<int64_t>(remaining, st.st_size - offset);
   while (remaining > 0) {
     size_t want = static_cast<size_t>(std::min<int64_t>(remaining, static_cast<int64_t>(buf.size())));
     ssize_t n = ::pread(fd, buf.data(), want, pos);

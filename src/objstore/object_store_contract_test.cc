@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdint>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -65,6 +66,9 @@ TEST_P(ObjectStoreContractTest, PutGetOverwriteAndRanges) {
   EXPECT_EQ(GetString("a/b/c.txt", 6, 100), "world");
   EXPECT_EQ(GetString("a/b/c.txt", 11), "");
   EXPECT_EQ(GetString("a/b/c.txt", 100), "") << "reading past the end yields nothing";
+  EXPECT_EQ(GetString("a/b/c.txt", INT64_MAX), "") << "an offset near INT64_MAX is past the end too";
+  EXPECT_EQ(GetString("a/b/c.txt", INT64_MAX - 5, INT64_MAX), "");
+  EXPECT_EQ(GetString("a/b/c.txt", 9223372036854775000), "");
   EXPECT_EQ(GetString("a/b/c.txt", 3, 0), "");
   std::ostringstream out;
   EXPECT_EQ(store_->Get("a/b/c.txt", out, -1).code(), absl::StatusCode::kInvalidArgument);
