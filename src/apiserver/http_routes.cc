@@ -227,7 +227,7 @@ void HttpServer::RegisterRoutes() {
   });
   add("POST", "/v1/analyses/{id}:cancel", kNone, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(auto record, svc.CancelAnalysis(c.ctx, c.params[0]));
-    WriteJson(c.res, 200, record.exp_id().empty() ? json{{"analysis_id", record.analysis_id()}} : api::ToJson(record));
+    WriteJson(c.res, 200, api::ToJson(record));
     return absl::OkStatus();
   });
   add("DELETE", "/v1/analyses/{id}", kNone, [&svc](HttpCall& c) -> absl::Status {

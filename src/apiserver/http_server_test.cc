@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -67,6 +68,8 @@ class FakeController final : public AnalyzerControllerService::Service {
     if (r.status().code() == absl::StatusCode::kNotFound) {
       return grpc::Status(grpc::StatusCode::NOT_FOUND, "analysis " + req->analysis_id() + " not found");
     }
+    // A delete that lands between the cancel and the API server's read of the record.
+    if (delete_after_cancel) (void)store_.DeleteAnalysisRecord(req->analysis_id());
     return grpc::Status::OK;
   }
   grpc::Status DeleteAnalysis(grpc::ServerContext*, const DeleteAnalysisRequest* req,
@@ -110,6 +113,7 @@ class FakeController final : public AnalyzerControllerService::Service {
 
   CreateAnalysisRequest last_create;
   DeleteAnalysisRequest last_delete;
+  std::atomic<bool> delete_after_cancel{false};
 
  private:
   store::Store& store_;
@@ -425,6 +429,14 @@ TEST_F(ApiserverHttpTest, AnalysesAreForwardedToTheReplicaThatAccepts) {
   ASSERT_EQ(ccode, 200) << cancelled;
   EXPECT_EQ(cancelled["status"], "cancelled");
   ExpectError(Do("POST", "/v1/analyses/01900000-0000-7000-8000-000000000000:cancel"), 404, "NOT_FOUND");
+  // Cancelled, then deleted before the record could be read back: 404 like any read of it, never a
+  // record with only its id (which does not fit the documented answer).
+  auto [c2code, second] = Do("POST", "/v1/analyses", R"({"exp_id": "e1", "command": "ls"})");
+  ASSERT_EQ(c2code, 201) << second;
+  fake_->delete_after_cancel = true;
+  ExpectError(Do("POST", "/v1/analyses/" + second["analysis_id"].get<std::string>() + ":cancel"), 404,
+              "NOT_FOUND");
+  fake_->delete_after_cancel = false;
 
   auto logs = client_->Get(("/v1/analyses/" + id + "/logs?offset=7").c_str());
   ASSERT_TRUE(logs);

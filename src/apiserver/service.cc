@@ -230,12 +230,9 @@ absl::StatusOr<api::v1::AnalysisRecord> ApiService::CancelAnalysis(const Request
   analyzer::v1::CancelAnalysisRequest cancel;
   cancel.set_analysis_id(id);
   FALCON_RETURN_IF_ERROR(controller->CancelAnalysis(cancel).status());
-  // The record as it is now, for the caller to show; the cancel itself already succeeded.
-  auto record = store_.GetAnalysisRecord(id);
-  if (record.ok()) return record;
-  api::v1::AnalysisRecord only_id;
-  only_id.set_analysis_id(id);
-  return only_id;
+  // The record as it is now, for the caller to show; one deleted in the meantime is NOT_FOUND, like any
+  // other read of it (never a partial record).
+  return store_.GetAnalysisRecord(id);
 }
 
 absl::Status ApiService::DeleteAnalysis(const RequestContext&, const std::string& id, bool purge) {

@@ -191,6 +191,15 @@ run() {
     wait "${pids[$part]}" || rcs[$part]=$?
   done
   local took=$((SECONDS - start)) cases=0 n failed=0
+  # CPU seconds, to tell a slow run from a busy machine: the fuzzers (children this shell has waited for)
+  # and the two servers (still running).
+  local fuzz_cpu server_cpu=0 p
+  times >"$D/times.txt"  # not in a pipe: a subshell has no children
+  fuzz_cpu=$(tail -n 1 "$D/times.txt" | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] } printf "%.0f", t }')
+  for p in "${PIDS[0]}" "${PIDS[1]}"; do
+    server_cpu=$((server_cpu + $(awk -v hz="$(getconf CLK_TCK)" '{ printf "%d", ($14 + $15 + $16 + $17) / hz }' \
+      "/proc/$p/stat" 2>/dev/null || echo 0)))
+  done
   for part in single stateful; do
     n=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["test_cases"]["generated"])' \
       "$D/report-$part/run.json" 2>/dev/null || echo 0)
@@ -203,7 +212,8 @@ run() {
       tail -n 40 "$D/schemathesis-$part.log"
     fi
   done
-  echo "schemathesis: $cases test cases in $took s"
+  echo "schemathesis: $cases test cases in $took s (CPU: fuzzers ${fuzz_cpu} s, servers ${server_cpu} s;" \
+       "load average $(cut -d' ' -f1-3 /proc/loadavg))"
   if [ "$failed" -ne 0 ]; then
     echo "FAILED: the fuzzer found failures; output $D/schemathesis-{single,stateful}.log, reports" \
          "$D/report-{single,stateful}, server logs $D/apiserver.log $D/controller.log"
