@@ -157,8 +157,11 @@ absl::Status ValidateName(absl::string_view name, absl::string_view field, bool 
   if (name.empty()) {
     return required ? Invalid(field, "is required") : absl::OkStatus();
   }
-  if (name.size() > kMaxNameBytes) {
-    return Invalid(field, absl::StrCat("is ", name.size(), " bytes; the limit is ", kMaxNameBytes, " bytes"));
+  // Counted in characters (UTF-8 code points: bytes that do not continue one), as a JSON schema counts.
+  size_t chars = 0;
+  for (char c : name) chars += (static_cast<unsigned char>(c) & 0xC0) != 0x80 ? 1 : 0;
+  if (chars > kMaxNameChars) {
+    return Invalid(field, absl::StrCat("is ", chars, " characters; the limit is ", kMaxNameChars, " characters"));
   }
   if (HasControl(name)) return Invalid(field, "must not contain control characters");
   return absl::OkStatus();

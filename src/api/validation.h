@@ -22,7 +22,7 @@ namespace falcon::api {
 
 // Limits. Bytes of UTF-8 unless said otherwise.
 inline constexpr size_t kMaxIdChars = 128;             // exp_id, artifact_id
-inline constexpr size_t kMaxNameBytes = 256;           // Exp and analysis names
+inline constexpr size_t kMaxNameChars = 256;           // Exp and analysis names, in UTF-8 characters
 inline constexpr size_t kMaxArtifactTypeChars = 64;
 inline constexpr size_t kMaxUriBytes = 2048;
 inline constexpr size_t kMaxPluginNameChars = 128;

@@ -47,6 +47,12 @@ TEST(ApiValidation, IdsUrisNamesAndPaths) {
   EXPECT_TRUE(ValidateName(std::string(256, 'n'), "name", true).ok());
   EXPECT_FALSE(ValidateName(std::string(257, 'n'), "name", true).ok());
   EXPECT_FALSE(ValidateName("", "name", true).ok());
+  // Characters, not bytes (as the OpenAPI document's maxLength counts): 256 two-byte characters are fine.
+  std::string accented;
+  for (int i = 0; i < 256; ++i) accented += "\xc3\xa9";
+  EXPECT_TRUE(ValidateName(accented, "name", true).ok());
+  EXPECT_FALSE(ValidateName(accented + "e", "name", true).ok());
+  EXPECT_FALSE(ValidateName("a\x7f", "name", true).ok());
   EXPECT_TRUE(ValidateRelativePath("a/b.txt", "file name").ok());
   for (std::string bad : {std::string(""), std::string("a//b"), std::string("../x"), std::string("a/."),
                           std::string(256, 'x'), std::string("a\nb")}) {

@@ -81,6 +81,47 @@ class HttpConnection final : public httplib::Stream {
     return false;
   }
 
+  // cpp-httplib answers 400 to a method it does not know (QUERY, a lower-case "get", an extension method),
+  // although the request is well-formed: RFC 9110 wants 405 (known path) or 404. So before it reads the
+  // request line, a method that is a valid token but not one of cpp-httplib's is replaced by OPTIONS in the
+  // buffer and remembered; the router sees the real one (RequestMethod). Waits for the line at most the
+  // read timeout, as cpp-httplib would.
+  void RewriteUnknownMethod() {
+    method_.clear();
+    for (;;) {
+      std::string_view pending(buf_.data() + pos_, buf_.size() - pos_);
+      size_t space = pending.find(' ');
+      if (space != std::string_view::npos || pending.find('\n') != std::string_view::npos ||
+          pending.size() > kMaxMethodBytes) {
+        break;
+      }
+      if (!Poll(POLLIN, read_timeout_ms_)) return;
+      buf_.erase(0, pos_);
+      pos_ = 0;
+      size_t have = buf_.size();
+      buf_.resize(have + kBufferBytes);
+      ssize_t n = Recv(buf_.data() + have, kBufferBytes);
+      buf_.resize(have + static_cast<size_t>(std::max<ssize_t>(n, 0)));
+      if (n <= 0) return;
+    }
+    std::string_view pending(buf_.data() + pos_, buf_.size() - pos_);
+    size_t space = pending.find(' ');
+    if (space == std::string_view::npos || space == 0 || space > kMaxMethodBytes) return;
+    std::string_view method = pending.substr(0, space);
+    static constexpr std::string_view kTokenChars =
+        "!#$%&'*+-.^_`|~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+    if (method.find_first_not_of(kTokenChars) != std::string_view::npos) return;
+    static constexpr std::string_view kKnown[] = {"GET",     "HEAD",  "POST",  "PUT", "DELETE",
+                                                  "CONNECT", "OPTIONS", "TRACE", "PATCH", "PRI"};
+    for (std::string_view k : kKnown) {
+      if (method == k) return;
+    }
+    method_ = std::string(method);
+    buf_.replace(pos_, space, "OPTIONS");
+  }
+  // The request's method when RewriteUnknownMethod replaced it; empty otherwise.
+  const std::string& rewritten_method() const { return method_; }
+
   // Closing with unread bytes in the receive queue makes the kernel answer with a reset, which can destroy
   // the response before the client reads it. So: stop writing, read (and drop) what the client still sends
   // for a bounded time and amount, then close.
@@ -101,6 +142,7 @@ class HttpConnection final : public httplib::Stream {
 
  private:
   static constexpr size_t kBufferBytes = 16384;
+  static constexpr size_t kMaxMethodBytes = 64;  // a longer "method" is left to cpp-httplib (400)
   static constexpr size_t kLingerBytes = 32 * 1024 * 1024;
 
   bool Poll(short events, int timeout_ms) const {
@@ -142,6 +184,7 @@ class HttpConnection final : public httplib::Stream {
   const int write_timeout_ms_;
   std::string buf_;
   size_t pos_ = 0;
+  std::string method_;
   BodyReader reader_;
 
  public:
@@ -326,6 +369,13 @@ void HttpConnectionServer::BeginRequest(const httplib::Request& req) {
   if (tl_connection != nullptr) tl_connection->reader().Begin(req);
 }
 
+const std::string& HttpConnectionServer::RequestMethod(const httplib::Request& req) {
+  if (tl_connection != nullptr && !tl_connection->rewritten_method().empty()) {
+    return tl_connection->rewritten_method();
+  }
+  return req.method;
+}
+
 void HttpConnectionServer::CloseCurrentConnection() {
   if (tl_connection != nullptr) tl_connection->close_ = true;
 }
@@ -339,6 +389,7 @@ bool HttpConnectionServer::process_and_close_socket(socket_t sock) {
     const bool close_connection = count == 1;
     bool connection_closed = false;
     conn.reader().active_ = false;
+    conn.RewriteUnknownMethod();
     ret = process_request(conn, close_connection, connection_closed, nullptr);
     conn.reader().active_ = false;
     if (!ret || connection_closed || conn.close_) break;

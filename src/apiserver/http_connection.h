@@ -7,7 +7,8 @@
 //   - HttpConnectionServer is an httplib::Server whose accepted connections are served by our own keep-alive
 //     loop (it overrides the private virtual process_and_close_socket, and calls the protected
 //     process_request for each request) over our own Stream. cpp-httplib still parses the request line and
-//     headers and writes responses; everything about the body is ours.
+//     headers and writes responses; everything about the body is ours, and so is a method cpp-httplib does
+//     not know (it would answer 400; see RequestMethod).
 //   - BodyReader (per request, on the serving thread) decides the body's framing (Content-Length, chunked,
 //     or none: zero length, answered at once), refuses ambiguous framing (both headers, two different
 //     lengths, a non-numeric length, another transfer coding), reads the body with a byte limit, and at the
@@ -85,6 +86,10 @@ class HttpConnectionServer : public httplib::Server {
   // Called at the start of each request with its reader: sets up BodyReader::Current(). Used by the
   // pre-routing handler; exposed for it only.
   static void BeginRequest(const httplib::Request& req);
+  // The method of this thread's request as the client sent it. cpp-httplib refuses methods it does not
+  // know (QUERY, extension methods) with 400; such a request reaches the handlers as OPTIONS, and this
+  // gives its real method, so that the router answers 405 with Allow (or 404) as for any other method.
+  static const std::string& RequestMethod(const httplib::Request& req);
   // Closes the connection of this thread's request after its response (with "Connection: close"), also for
   // requests cpp-httplib refused before any handler ran (malformed request line or headers, URI too long).
   static void CloseCurrentConnection();

@@ -230,12 +230,34 @@ TEST_F(HttpProtocolTest, WrongMethodIs405WithAllowAndLongUriIs414) {
   ExpectError(Do("TRACE", "/v1/exps"), 405, "UNIMPLEMENTED");
   ExpectError(Do("GET", "/v1/nothing"), 404, "NOT_FOUND", "no route");
 
-  RawConn conn(port_);
-  ASSERT_TRUE(conn.connected());
-  conn.Send("BREW /v1/exps HTTP/1.1\r\nHost: x\r\n\r\n");
-  std::string raw = conn.Read(std::chrono::milliseconds(2000));
-  EXPECT_EQ(Statuses(raw), std::vector<int>{400}) << raw;
-  EXPECT_EQ(FirstBody(raw)["error"]["code"], "INVALID_ARGUMENT") << raw;
+  // Methods cpp-httplib does not know are still methods: 405 with Allow on a known path, 404 elsewhere, and
+  // the connection (with the request's body drained) serves the next request.
+  {
+    RawConn conn(port_);
+    ASSERT_TRUE(conn.connected());
+    conn.Send("QUERY /v1/exps HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
+              "BREW /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+              "get /v1/plugins HTTP/1.1\r\nHost: x\r\n\r\n"
+              "QUERY /v1/nothing HTTP/1.1\r\nHost: x\r\n\r\n"
+              "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
+    std::string raw = conn.Read(std::chrono::milliseconds(2000));
+    EXPECT_EQ(Statuses(raw), (std::vector<int>{405, 405, 405, 404, 200})) << raw;
+    EXPECT_EQ(FirstBody(raw)["error"]["code"], "UNIMPLEMENTED") << raw;
+    EXPECT_NE(raw.find("QUERY is not allowed on /v1/exps"), std::string::npos) << raw;
+    EXPECT_NE(raw.find("Allow: GET, HEAD, POST\r\n"), std::string::npos) << raw;
+    EXPECT_NE(raw.find("Allow: GET, HEAD\r\n"), std::string::npos) << raw;
+  }
+  // A "method" that is not a token is a malformed request line: 400, and the connection is closed.
+  {
+    RawConn conn(port_);
+    ASSERT_TRUE(conn.connected());
+    conn.Send("GE(T /v1/exps HTTP/1.1\r\nHost: x\r\n\r\n");
+    bool closed = false;
+    std::string raw = conn.Read(std::chrono::milliseconds(3000), &closed);
+    EXPECT_EQ(Statuses(raw), std::vector<int>{400}) << raw;
+    EXPECT_EQ(FirstBody(raw)["error"]["code"], "INVALID_ARGUMENT") << raw;
+    EXPECT_TRUE(closed);
+  }
 
   ExpectError(Do("GET", "/v1/exps/" + std::string(9000, 'a')), 414, "RESOURCE_EXHAUSTED", "8192");
 }
@@ -292,6 +314,10 @@ TEST_F(HttpProtocolTest, InvalidInputIsRefused) {
   ExpectError(Do("GET", "/v1/exps?status="), 400, "INVALID_ARGUMENT", "status");
   ExpectError(Do("GET", "/v1/analyses?exp_id="), 400, "INVALID_ARGUMENT", "exp_id");
   ExpectError(Do("GET", "/v1/analyses?status=pending,"), 400, "INVALID_ARGUMENT", "status");
+  // A filter follows the rule of what it filters.
+  ExpectError(Do("GET", "/v1/analyses?exp_id=%C3%97%C3%B8"), 400, "INVALID_ARGUMENT", "exp_id");
+  ExpectError(Do("GET", "/v1/analyses?exp_id=-x"), 400, "INVALID_ARGUMENT", "exp_id");
+  EXPECT_EQ(Do("GET", "/v1/analyses?exp_id=e1").first, 200);
 }
 
 TEST_F(HttpProtocolTest, DocumentedFormsAreAccepted) {

@@ -162,12 +162,14 @@ void HttpServer::Setup() {
     if (tl_request.started) {
       secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - tl_request.start).count();
     }
-    metrics_.ObserveHttp(route, req.method, res.status, secs);
+    // A method cpp-httplib does not know counts as "OTHER": clients must not be able to add label values.
+    const std::string& method = HttpConnectionServer::RequestMethod(req);
+    metrics_.ObserveHttp(route, &method == &req.method ? req.method : "OTHER", res.status, secs);
     if (res.status >= 500) {
-      spdlog::warn("http request method={} path={} status={} seconds={:.6f}", req.method, req.path,
+      spdlog::warn("http request method={} path={} status={} seconds={:.6f}", method, req.path,
                    res.status, secs);
     } else {
-      spdlog::debug("http request method={} path={} status={} seconds={:.6f}", req.method, req.path,
+      spdlog::debug("http request method={} path={} status={} seconds={:.6f}", method, req.path,
                     res.status, secs);
     }
     tl_request = RequestState{};
@@ -184,15 +186,16 @@ void HttpServer::Dispatch(const Request& req, Response& res) {
   try {
     s = [&]() -> absl::Status {
       if (body != nullptr && !body->framing_error().ok()) return body->framing_error();
-      HttpRouter::Match m = router_.Find(req.method, req.path);
+      const std::string& method = HttpConnectionServer::RequestMethod(req);
+      HttpRouter::Match m = router_.Find(method, req.path);
       if (m.route == nullptr) {
         if (!m.allow.empty()) {
           res.set_header("Allow", m.allow);
           return api::WithHttpStatus(
-              absl::UnimplementedError(req.method + " is not allowed on " + req.path + "; allowed: " + m.allow),
+              absl::UnimplementedError(method + " is not allowed on " + req.path + "; allowed: " + m.allow),
               405);
         }
-        return absl::NotFoundError("no route for " + req.method + " " + req.path +
+        return absl::NotFoundError("no route for " + method + " " + req.path +
                                    " (see docs/http-api.md for the routes)");
       }
       tl_request.route = m.route->path.c_str();

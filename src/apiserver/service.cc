@@ -212,6 +212,8 @@ absl::StatusOr<std::string> ApiService::CreateAnalysis(const RequestContext&,
 
 absl::StatusOr<store::AnalysisPage> ApiService::ListAnalyses(const RequestContext&,
                                                              const store::ListAnalysesQuery& q) {
+  // A filter follows the rule of what it filters: an exp_id no Exp can have is refused, not matched.
+  if (!q.exp_id.empty()) FALCON_RETURN_IF_ERROR(api::ValidateId(q.exp_id, "exp_id"));
   for (auto s : q.statuses) {
     FALCON_RETURN_IF_ERROR(api::ValidateEnum(api::v1::AnalysisStatus_descriptor(), s, "status", false));
   }

@@ -103,10 +103,10 @@ run() {
   done
   ensure_venv
 
-  local examples="${FUZZ_MAX_EXAMPLES:-250}" seed="${FUZZ_SEED:-20}" workers="${FUZZ_WORKERS:-1}"
-  local max_time="${FUZZ_MAX_TIME:-300}" min_cases
+  local examples="${FUZZ_MAX_EXAMPLES:-500}" stateful_examples="${FUZZ_STATEFUL_EXAMPLES:-2000}"
+  local seed="${FUZZ_SEED:-20}" workers="${FUZZ_WORKERS:-1}" max_time="${FUZZ_MAX_TIME:-0}" min_cases
   if [ -n "${FUZZ_MIN_CASES:-}" ]; then min_cases=$FUZZ_MIN_CASES
-  elif [ -z "${FUZZ_MAX_EXAMPLES:-}" ]; then min_cases=20000
+  elif [ -z "${FUZZ_MAX_EXAMPLES:-}${FUZZ_STATEFUL_EXAMPLES:-}" ] && [ "$max_time" = 0 ]; then min_cases=20000
   else min_cases=0
   fi
   if [ "$seed" = random ]; then seed=$(python3 -c 'import random; print(random.randrange(1, 2**31))'); fi
@@ -164,21 +164,21 @@ run() {
 
   # Two fuzzer processes, one for single calls (examples, coverage, fuzzing) and one for call chains
   # (stateful): generating cases is CPU-bound in one Python thread, so two processes use both cores.
-  local time_flag=()
-  if [ "$max_time" != 0 ]; then time_flag=(--max-time "$max_time"); fi
-  echo "fuzzing $base from $DOC: seed $seed, $examples examples per operation and round," \
-       "$workers worker(s) per process, at most $max_time s; reports in $D/report-*"
+  local time_flag=() budget="one round"
+  if [ "$max_time" != 0 ]; then time_flag=(--max-time "$max_time"); budget="rounds for $max_time s"; fi
+  echo "fuzzing $base from $DOC: seed $seed, $examples examples per operation (single calls) and" \
+       "$stateful_examples call chains, $budget, $workers worker(s) per process; reports in $D/report-*"
   local start=$SECONDS part
   local -A rcs=() pids=()
   for part in single stateful; do
-    local phases=examples,coverage,fuzzing
-    [ "$part" = stateful ] && phases=stateful
+    local phases=examples,coverage,fuzzing n_examples=$examples
+    if [ "$part" = stateful ]; then phases=stateful; n_examples=$stateful_examples; fi
     mkdir -p "$D/report-$part"
     # shellcheck disable=SC2086  # FUZZ_EXTRA_ARGS is a list of flags
     (cd "$D/report-$part" &&
       exec "$VENV/bin/schemathesis" --config-file "$HERE/schemathesis.toml" run "$DOC" \
       --url "$base" --checks all --mode all --phases "$phases" \
-      --max-examples "$examples" --seed "$seed" --workers "$workers" ${time_flag[@]+"${time_flag[@]}"} \
+      --max-examples "$n_examples" --seed "$seed" --workers "$workers" ${time_flag[@]+"${time_flag[@]}"} \
       --request-timeout 30 --generation-database none --suppress-health-check all --no-color \
       --output-sanitize false \
       --report junit,json --report-dir "$D/report-$part" --report-json-path "$D/report-$part/run.json" \
