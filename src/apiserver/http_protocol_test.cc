@@ -305,6 +305,8 @@ TEST_F(HttpProtocolTest, InvalidInputIsRefused) {
   ExpectError(Do("POST", "/v1/exps", R"({"name": "x", "status": 4294967297})"), 400, "INVALID_ARGUMENT", "status");
   ExpectError(Do("POST", "/v1/exps", R"({"name": null})"), 400, "INVALID_ARGUMENT", "null");
   ExpectError(Do("POST", "/v1/exps", R"({"exp_id": "", "name": "x"})"), 400, "INVALID_ARGUMENT", "exp_id");
+  ExpectError(Do("POST", "/v1/analyses", R"({"exp_id": "e1", "plugin_name": "file-stats", "analysis_id": ""})"), 400,
+              "INVALID_ARGUMENT", "analysis_id");
   ExpectError(Do("POST", "/v1/exps", json{{"name", std::string(257, 'n')}}.dump()), 400, "INVALID_ARGUMENT", "256");
   ExpectError(Do("POST", "/v1/exps/e1/artifacts", R"({"artifact_type": "hlo", "uri": "http://example.com/x"})"), 400,
               "INVALID_ARGUMENT", "uri");

@@ -60,6 +60,19 @@ absl::StatusOr<Message> Body(const HttpCall& call, std::initializer_list<const c
   return FromBody<Message>(body, allowed);
 }
 
+// Ids a client may leave out to have one generated, but not send empty: proto3 cannot tell "" from
+// absent, so this looks at the JSON itself.
+absl::Status RefuseEmptyIds(const json& body, std::initializer_list<const char*> fields) {
+  for (const char* f : fields) {
+    auto it = body.find(f);
+    if (it != body.end() && it->is_string() && it->get_ref<const std::string&>().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(f, " is empty; leave it out to have one generated, or send a valid one"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // A query parameter given once or more: its first value; nullopt when absent. Every parameter refuses an
 // empty value ("?exp_id="): leave a parameter out to get its default.
 absl::StatusOr<std::optional<std::string>> Param(const httplib::Request& req, const char* name) {
@@ -130,7 +143,7 @@ void HttpServer::RegisterRoutes() {
   add("POST", "/v1/exps", kJson, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(json body, api::ParseJsonObject(c.body));
     // Left out, the id is generated; given, it must be a valid one ("" is not).
-    if (body.contains("exp_id") && body["exp_id"] == "") return api::ValidateId("", "exp_id");
+    FALCON_RETURN_IF_ERROR(RefuseEmptyIds(body, {"exp_id"}));
     FALCON_ASSIGN_OR_RETURN(auto exp, FromBody<api::v1::Exp>(body, {"exp_id", "name", "status"}));
     FALCON_ASSIGN_OR_RETURN(exp, svc.CreateExp(c.ctx, std::move(exp)));
     WriteJson(c.res, 201, api::ToJson(exp));
@@ -183,7 +196,9 @@ void HttpServer::RegisterRoutes() {
 
   // --- analyses
   add("POST", "/v1/analyses", kJson, [&svc](HttpCall& c) -> absl::Status {
-    FALCON_ASSIGN_OR_RETURN(auto create, Body<analyzer::v1::CreateAnalysisRequest>(c));
+    FALCON_ASSIGN_OR_RETURN(json body, api::ParseJsonObject(c.body));
+    FALCON_RETURN_IF_ERROR(RefuseEmptyIds(body, {"analysis_id"}));
+    FALCON_ASSIGN_OR_RETURN(auto create, FromBody<analyzer::v1::CreateAnalysisRequest>(body));
     FALCON_ASSIGN_OR_RETURN(std::string id, svc.CreateAnalysis(c.ctx, std::move(create)));
     WriteJson(c.res, 201, {{"analysis_id", id}});
     return absl::OkStatus();

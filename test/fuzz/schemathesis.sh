@@ -11,12 +11,15 @@
 #                                      BUILD_DIR/fuzz-run), seed an Exp and analyses, fuzz, fail on any
 #                                      failure. Exit 77 (ctest: skipped) when the binaries are not built.
 #
-# Knobs: FUZZ_MAX_EXAMPLES (cases per operation and round, default 250), FUZZ_MAX_TIME (seconds, default
-# 300: fuzzing and stateful rounds repeat until it is spent; 0: one round each), FUZZ_MIN_CASES (the run
-# fails when it sent fewer, default 20000 with the default example count, 0 otherwise), FUZZ_SEED (default
-# 20; "random" for a new one each run), FUZZ_WORKERS (threads per fuzzer process, default 1: more hit a
-# CPython 3.11 ast race inside Hypothesis), FUZZ_EXTRA_ARGS (more `schemathesis run` flags, e.g.
-# --continue-on-failure), FUZZ_VENV (the venv's folder).
+# Knobs: FUZZ_MAX_TIME (seconds, default 300: the fuzzing and stateful rounds repeat until it is spent; 0:
+# one round each), FUZZ_MIN_CASES (the run fails when it sent fewer test cases, default 20000 with a time
+# budget, 0 for one round), FUZZ_MAX_EXAMPLES (cases per operation and fuzzing round, default 250),
+# FUZZ_STATEFUL_EXAMPLES (call chains per stateful round, default 250), FUZZ_SEED (default 20; "random"
+# for a new one each run), FUZZ_WORKERS (threads per fuzzer process, default 1: more hit a CPython 3.11
+# ast race inside Hypothesis, and the GIL leaves nothing to gain), FUZZ_EXTRA_ARGS (more
+# `schemathesis run` flags, e.g. --continue-on-failure), FUZZ_VENV (the venv's folder).
+# Generating and checking cases is CPU-bound (about 17 ms of CPU per case), so the case count follows the
+# CPU the two fuzzer processes get: the summary prints both, and the load average.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
@@ -103,10 +106,10 @@ run() {
   done
   ensure_venv
 
-  local examples="${FUZZ_MAX_EXAMPLES:-500}" stateful_examples="${FUZZ_STATEFUL_EXAMPLES:-2000}"
-  local seed="${FUZZ_SEED:-20}" workers="${FUZZ_WORKERS:-1}" max_time="${FUZZ_MAX_TIME:-0}" min_cases
+  local examples="${FUZZ_MAX_EXAMPLES:-250}" stateful_examples="${FUZZ_STATEFUL_EXAMPLES:-250}"
+  local seed="${FUZZ_SEED:-20}" workers="${FUZZ_WORKERS:-1}" max_time="${FUZZ_MAX_TIME:-300}" min_cases
   if [ -n "${FUZZ_MIN_CASES:-}" ]; then min_cases=$FUZZ_MIN_CASES
-  elif [ -z "${FUZZ_MAX_EXAMPLES:-}${FUZZ_STATEFUL_EXAMPLES:-}" ] && [ "$max_time" = 0 ]; then min_cases=20000
+  elif [ "$max_time" != 0 ]; then min_cases=20000
   else min_cases=0
   fi
   if [ "$seed" = random ]; then seed=$(python3 -c 'import random; print(random.randrange(1, 2**31))'); fi
