@@ -267,7 +267,7 @@ void FakeApiServer::Routes() {
     json list = json::array();
     for (auto& [name, content] : results[id]) {
       list.push_back({{"name", name},
-                      {"size_bytes", content.size()},
+                      {"size", content.size()},  // as the real server (docs/http-api.md), not size_bytes
                       {"uri", (*a)["result_gcs_path"].get<std::string>() + name}});
     }
     res.set_content(json{{"results", list}}.dump(), "application/json");
