@@ -398,23 +398,31 @@ absl::Status LocalRuntime::PlanSandbox(const PodSpec& spec, const std::string& r
     return absl::InvalidArgumentError(absl::StrCat("object store '", store, "' is neither file:// nor gs://"));
   }
 
-  // Inputs: bound read-only with the Pod's identity (bwrap opens them after dropping privileges): the
-  // allowed root that covers one (so the runner's no-link walk beneath it still sees the host's layout), or
-  // the input itself.
+  // Inputs: the allowed root that covers one (so the runner's no-link walk beneath it sees the host's
+  // layout), or else the input itself, bound read-only. The runner reads them inside as the Pod's uid, so
+  // a file that uid may not read is not staged. Never bound: anything in the system folders (already in
+  // view, without secrets), the state dir, and other analyses' results in a file:// store (staging those
+  // fails with "not found").
   std::vector<std::string> roots;
   for (const auto& r : FlagValues(spec.args, "allowed-input-root")) {
     if (std::string p = FilePath(r); !p.empty()) roots.push_back(p);
   }
+  std::string results_area = FilePath(store).empty() ? "" : (fs::path(FilePath(store)) / "analysis").string();
+  auto forbidden = [&](const std::string& p) {
+    return CoversSystemFolder(p) || local::UnderSystemFolder(p) || Within(p, state_dir_.string()) ||
+           Within(state_dir_.string(), p) || (!results_area.empty() && (Within(p, results_area) || Within(results_area, p)));
+  };
   std::set<std::string> bound;
   for (const auto& uri : FlagValues(spec.args, "input")) {
     std::string p = FilePath(uri);
-    if (p.empty() || local::UnderSystemFolder(p)) continue;  // gs://, or already in view (without secrets)
+    if (p.empty() || forbidden(p)) continue;
     std::string bind = p;
     for (const auto& r : roots) {
-      if (Within(p, r) && !CoversSystemFolder(r)) bind = r;
+      if (Within(p, r) && !forbidden(r)) bind = r;
     }
-    if (CoversSystemFolder(bind) || !bound.insert(bind).second) continue;
-    s.binds.push_back({bind, false, false});
+    std::error_code ec;
+    if (!fs::exists(bind, ec) || !bound.insert(bind).second) continue;
+    s.binds.push_back({bind, false, true});
   }
 
   // Limits.

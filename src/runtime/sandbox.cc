@@ -7,6 +7,8 @@
 #include <seccomp.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -60,6 +62,9 @@ constexpr const char* kDeniedSyscalls[] = {
     "fanotify_init", "sethostname",     "setdomainname",   "create_module",    "get_kernel_syms",
     "query_module",  "lsm_set_self_attr",
 };
+
+// Where the supervisor stages the Pod's own folders for bwrap (a tmpfs in a private mount namespace).
+constexpr char kStageDir[] = "/run/falcon-localpod";
 
 std::string Errno(const std::string& what) { return absl::StrCat(what, ": ", std::strerror(errno)); }
 
@@ -192,7 +197,7 @@ std::string ExecInSandbox(const SandboxSpec& s, const PreparedSandbox& p, const 
   if (!p.cgroup_leaf.empty() && !WriteFile(fs::path(p.cgroup_leaf) / "cgroup.procs", "0\n")) {
     return Errno(absl::StrCat("joining the cgroup ", p.cgroup_leaf));
   }
-  std::vector<std::string> a = {s.bwrap, "--unshare-all"};
+  std::vector<std::string> a = {s.bwrap, "--unshare-all", "--unshare-user"};
   if (s.share_net) a.push_back("--share-net");
   a.insert(a.end(), {"--uid", std::to_string(s.uid), "--gid", std::to_string(s.gid), "--disable-userns",
                      "--cap-drop", "ALL", "--die-with-parent", "--hostname", "falcon-pod"});
@@ -232,14 +237,40 @@ std::string ExecInSandbox(const SandboxSpec& s, const PreparedSandbox& p, const 
     }
   }
   a.insert(a.end(), {"--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--tmpfs", "/tmp"});
-  for (const auto& b : s.binds) {
-    if (b.by_supervisor) {
-      int fd = ::open(b.path.c_str(), O_PATH);  // inherited by bwrap
-      if (fd < 0) return Errno(absl::StrCat("opening ", b.path, " for the sandbox"));
-      a.insert(a.end(), {b.writable ? "--bind-fd" : "--ro-bind-fd", std::to_string(fd), b.path});
-    } else {
-      a.insert(a.end(), {b.writable ? "--bind-try" : "--ro-bind-try", b.path, b.path});
+  // The Pod's own folders and the binaries are given to bwrap by the supervisor, whatever the modes of the
+  // folders above them (a state dir under a 0700 mktemp -d folder, a build under /root): as root, in a
+  // private mount namespace, each is bind-mounted onto a fresh tmpfs that the Pod's uid can traverse, and
+  // bwrap binds it from there to its own path. Without root, bwrap runs as the owner of those folders.
+  const bool root = ::geteuid() == 0;
+  int staged = 0;
+  if (root) {
+    if (::unshare(CLONE_NEWNS) != 0) return Errno("unshare(CLONE_NEWNS)");
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0) return Errno("making / a slave mount");
+    ::mkdir("/run", 0755);
+    ::mkdir(kStageDir, 0755);
+    if (::mount("falcon-stage", kStageDir, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=64k") != 0) {
+      return Errno(absl::StrCat("mounting a tmpfs on ", kStageDir));
     }
+  }
+  for (const auto& b : s.binds) {
+    if (!b.by_supervisor) {
+      a.insert(a.end(), {b.writable ? "--bind-try" : "--ro-bind-try", b.path, b.path});
+      continue;
+    }
+    std::string src = b.path;
+    if (root) {
+      int fd = ::open(b.path.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+      struct stat st;
+      if (fd < 0 || ::fstat(fd, &st) != 0) return Errno(absl::StrCat("opening ", b.path, " for the sandbox"));
+      src = absl::StrCat(kStageDir, "/", staged++);
+      int made = S_ISDIR(st.st_mode) ? ::mkdir(src.c_str(), 0755) : ::mknod(src.c_str(), S_IFREG | 0644, 0);
+      std::string from = absl::StrCat("/proc/self/fd/", fd);
+      if (made != 0 || ::mount(from.c_str(), src.c_str(), nullptr, MS_BIND, nullptr) != 0) {
+        return Errno(absl::StrCat("staging ", b.path, " for the sandbox"));
+      }
+      ::close(fd);
+    }
+    a.insert(a.end(), {b.writable ? "--bind" : "--ro-bind", src, b.path});
   }
   auto filter = CompileSeccompFilter();
   if (!filter.ok()) return std::string(filter.status().message());
@@ -257,7 +288,7 @@ std::string ExecInSandbox(const SandboxSpec& s, const PreparedSandbox& p, const 
   a.push_back("--");
   a.insert(a.end(), argv.begin(), argv.end());
 
-  if (::geteuid() == 0) {
+  if (root) {
     // Never root inside: bwrap then makes an unprivileged user namespace in which the Pod's uid maps to the
     // same unprivileged uid outside (so files it writes belong to that uid, and root-owned files stay
     // out of its reach).
