@@ -5,6 +5,8 @@
 //   falcon-localpod --state-dir=DIR delete NAME [--grace=S] [--no-wait]
 //   falcon-localpod --state-dir=DIR run NAME [-l k=v]... [-e K=V]... [--deadline=S] [--memory-limit=Q] -- ARGS...
 //   falcon-localpod --state-dir=DIR supervise --name=NAME      (internal: started by the runtime)
+//   falcon-localpod sandbox-init [--nproc=N]... -- ARGS...      (internal: first process in a Pod's sandbox)
+//   falcon-localpod sandbox-check --bwrap=P --uid=N --gid=N    (internal: can this machine build the sandbox?)
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "common/clock.h"
 #include "runtime/local_runtime.h"
+#include "runtime/sandbox.h"
 #include "runtime/supervisor.h"
 
 namespace {
@@ -41,6 +44,7 @@ void PrintDetail(const PodStatus& p) {
             << "message:     " << p.message << "\n"
             << "created_at:  " << falcon::FormatRfc3339(p.created_at) << "\n"
             << "started_at:  " << (p.started_at ? falcon::FormatRfc3339(*p.started_at) : "") << "\n"
+            << "isolation:   " << p.isolation << "\n"
             << "finished_at: " << (p.finished_at ? falcon::FormatRfc3339(*p.finished_at) : "") << "\n"
             << "labels:\n";
   for (const auto& [k, v] : p.labels) std::cout << "  " << k << "=" << v << "\n";
@@ -49,6 +53,9 @@ void PrintDetail(const PodStatus& p) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Internal, no state dir: the first process inside a Pod's sandbox, and the runtime's sandbox check.
+  if (argc > 1 && std::string(argv[1]) == "sandbox-init") return falcon::runtime::local::RunSandboxInit(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "sandbox-check") return falcon::runtime::local::RunSandboxCheck(argc, argv);
   CLI::App app{"falcon-localpod: list, inspect, read logs of and delete local Pods (the local runtime's kubectl)"};
   app.require_subcommand(1);
   std::string state_dir;

@@ -31,11 +31,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-result-bytes", o.max_result_bytes,
                  "most bytes of the output dir's files; over it no result is uploaded")
       ->capture_default_str();
-  app.add_option("--run-as-uid", o.run_as_uid, "local runtime: run the command as this uid (runner is root)");
-  app.add_option("--run-as-gid", o.run_as_gid, "local runtime: run the command with this gid");
-  app.add_option("--memory-limit-bytes", o.memory_limit_bytes, "local runtime: RLIMIT_AS of the command");
-  app.add_option("--sandbox", o.sandbox, "local runtime: none | bwrap (no network)")->capture_default_str();
-  app.add_option("--bwrap-path", o.bwrap_path, "local runtime: the bubblewrap binary")->capture_default_str();
+  app.add_option("--memory-limit-bytes", o.memory_limit_bytes, "RLIMIT_AS of the command (0: none)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -147,6 +147,10 @@ absl::Status Reconciler::ReconcileRunning(AnalysisRecord rec, const runtime::Pod
     out->requeue_after = std::chrono::seconds(1);
     return absl::OkStatus();
   }
+  if ((pod.phase == runtime::PodPhase::kSucceeded || pod.phase == runtime::PodPhase::kFailed) &&
+      !pod.isolation.empty()) {
+    spdlog::info("analysis {}: pod {} ran with {}", id, pod.name, pod.isolation);  // the runtime's limits
+  }
   switch (pod.phase) {
     case runtime::PodPhase::kSucceeded: {
       EnsureLog(rec, pod.name);

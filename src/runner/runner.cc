@@ -59,7 +59,6 @@ class Runner {
   int Run();
 
  private:
-  void ChownTree(const fs::path& root);
   // Pumps the command's output into the log until it ended; returns its wait status.
   int Pump(pid_t child, int out_fd, bool* terminated, const std::function<void()>& on_terminate);
 
@@ -69,17 +68,6 @@ class Runner {
   std::unique_ptr<LogFile> log_;
   std::unique_ptr<objstore::ObjectStore> store_;
 };
-
-void Runner::ChownTree(const fs::path& root) {
-  auto uid = static_cast<uid_t>(o_.run_as_uid);
-  auto gid = static_cast<gid_t>(o_.run_as_gid >= 0 ? o_.run_as_gid : o_.run_as_uid);
-  ::lchown(root.c_str(), uid, gid);
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(root, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    ::lchown(it->path().c_str(), uid, gid);
-  }
-}
 
 int Runner::Pump(pid_t child, int out_fd, bool* terminated, const std::function<void()>& on_terminate) {
   char buf[65536];
@@ -180,18 +168,6 @@ int Runner::Run() {
     absl::Status s = StageScript(*store_, o_.script_key, script_path_);
     if (!s.ok()) return fail_staging(s);
     log_->Line(absl::StrCat("staged script ", store_->Uri(o_.script_key), " -> ", script_path_.string()));
-  }
-  if (o_.run_as_uid >= 0) {
-    if (::geteuid() != 0) {
-      log_->Line("not running as root: ignoring --run-as-uid/--run-as-gid");
-      o_.run_as_uid = o_.run_as_gid = -1;
-    } else {
-      ChownTree(input_dir_);
-      ChownTree(output_dir_);
-      if (!script_path_.empty()) ChownTree(script_dir_);
-      ::chown(work_.c_str(), static_cast<uid_t>(o_.run_as_uid),
-              static_cast<gid_t>(o_.run_as_gid >= 0 ? o_.run_as_gid : o_.run_as_uid));
-    }
   }
   (void)uploader.Upload();  // the staging lines are visible at once
   uploader.Start();
@@ -299,8 +275,8 @@ bool ValidateOptions(RunnerOptions& o, std::string* error) {
     const char* p = std::getenv("FALCON_PLUGIN_DIR");
     o.plugin_dir = p && *p ? std::string(p) : (fs::path(SelfDir()).parent_path() / "plugins").string();
   }
-  if (o.sandbox != "none" && o.sandbox != "bwrap") {
-    *error = absl::StrCat("--sandbox must be none or bwrap, not '", o.sandbox, "'");
+  if (o.memory_limit_bytes < 0) {
+    *error = "--memory-limit-bytes must be >= 0 (0: no limit)";
     return false;
   }
   if (o.log_upload_interval_seconds < 0) {

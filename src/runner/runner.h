@@ -42,12 +42,8 @@ struct RunnerOptions {
   int64_t max_result_files = 10000;            // entries of the output dir (collector.h)
   int64_t max_result_bytes = int64_t{10} << 30;  // bytes of its regular files
 
-  // Local-runtime isolation (the Kubernetes runtime uses the Pod's security context instead).
-  int64_t run_as_uid = -1;  // >= 0: the command runs as this uid (the runner must be root)
-  int64_t run_as_gid = -1;
-  int64_t memory_limit_bytes = 0;  // > 0: RLIMIT_AS of the command
-  std::string sandbox = "none";    // "bwrap": run the command in bubblewrap without network
-  std::string bwrap_path = "bwrap";
+  // > 0: RLIMIT_AS of the command (the local runtime without a cgroup; the runner itself is spared).
+  int64_t memory_limit_bytes = 0;
 };
 
 // Validates options; INVALID_ARGUMENT-style message in *error and false when they are unusable.

@@ -15,9 +15,12 @@
 //                          /lock           flock'ed by the live supervisor (liveness)
 //                          /deleting       present once a delete was requested (holds the grace)
 //
-// Isolation: when the caller is root, the command runs as an unprivileged user (run_as_uid, default
-// 65534) with rlimits from the resources (falcon-runner --run-as-uid/--run-as-gid/--memory-limit-bytes);
-// with bubblewrap available it also runs without network (--sandbox=bwrap). See docs/local-runtime.md.
+// Isolation: a falcon-runner Pod runs, runner included, in a bubblewrap sandbox as an unprivileged uid
+// (run_as_uid, default 65534) with an explicit file-system view (the system folders, the runner and the
+// plugins, its inputs read-only, its scratch dir and its own result prefix read-write), new namespaces, no
+// capabilities, no_new_privs, a seccomp filter, and kernel-enforced limits (a cgroup v2 leaf when one is
+// delegated, else rlimits). There is no weaker fallback: when the sandbox cannot be built, Create (or the
+// Pod) fails saying what to change. See sandbox.h, docs/local-runtime.md and docs/security.md.
 //
 // All methods are thread-safe.
 #pragma once
@@ -37,16 +40,29 @@
 
 namespace falcon::runtime {
 
+namespace local {
+struct SandboxSpec;
+}
+
 struct LocalRuntimeOptions {
   // The supervisor binary; default <bin_dir>/falcon-localpod.
   std::string supervisor_path;
-  // When the caller is root, the command runs as this user/group (default nobody: 65534/65534).
-  // Set drop_privileges=false to run it as root (not recommended).
-  bool drop_privileges = true;
+  // The Pod's identity inside its sandbox, and outside it when the caller is root (default nobody).
   uid_t run_as_uid = 65534;
   gid_t run_as_gid = 65534;
-  // "auto": bubblewrap when found (and usable); "bwrap": require it; "none": never.
-  std::string sandbox = "auto";
+  // The bubblewrap binary; empty: `bwrap` on PATH.
+  std::string bwrap_path;
+  // Where Pod cgroups go: "auto" (a leaf per Pod under /sys/fs/cgroup/falcon-localpod when /sys/fs/cgroup
+  // is cgroup v2 with the memory, cpu and pids controllers and writable), "none" (rlimits only), or a
+  // delegated cgroup v2 folder (its subtree_control must enable memory, cpu and pids).
+  std::string cgroup_parent = "auto";
+  // Limits that have no Pod resource: processes (pids.max / RLIMIT_NPROC), bytes of one file
+  // (RLIMIT_FSIZE), open files (RLIMIT_NOFILE), and CPU seconds per process (RLIMIT_CPU) when the Pod has
+  // no active deadline (with one: cpu_limit x the deadline).
+  int64_t max_pids = 1024;
+  int64_t max_file_size_bytes = int64_t{16} << 30;
+  int64_t max_open_files = 4096;
+  int64_t max_cpu_seconds = 24 * 3600;
   // How often Watch rescans the state dir.
   int watch_interval_ms = 150;
   // Grace between SIGTERM and SIGKILL when the active deadline is exceeded.
@@ -102,17 +118,25 @@ class LocalRuntime : public PodRuntime {
                                                     std::map<std::string, CachedPod>* cache);
   std::filesystem::path PodsDir() const { return state_dir_ / "pods"; }
   Time Now();
-  // The isolation flags for falcon-runner, decided once.
-  std::vector<std::string> IsolationArgs(const PodSpec& spec);
+  // The sandbox of a falcon-runner Pod (and the runner flags it implies, e.g. --memory-limit-bytes);
+  // FAILED_PRECONDITION when this machine cannot build it, INVALID_ARGUMENT for unusable runner flags.
+  absl::Status PlanSandbox(const PodSpec& spec, const std::string& runner, const std::string& work_dir,
+                           const std::string& supervisor, local::SandboxSpec* out,
+                           std::vector<std::string>* extra_args);
+  // Runs `falcon-localpod sandbox-check` until it succeeded once.
+  absl::Status CheckSandbox(const std::string& supervisor, const std::string& bwrap);
+  // The cgroup v2 folder for Pod leaves ("" = rlimits), decided once.
+  std::string CgroupParent();
 
   const std::filesystem::path state_dir_;
   const std::filesystem::path bin_dir_;
   const LocalRuntimeOptions options_;
   std::unique_ptr<Clock> own_clock_;
   Clock* clock_;
-  std::once_flag sandbox_once_;
-  std::once_flag root_warn_once_;
-  std::string bwrap_path_;  // empty: no sandbox
+  std::mutex sandbox_mu_;
+  bool sandbox_checked_ = false;  // guarded by sandbox_mu_
+  std::once_flag cgroup_once_;
+  std::string cgroup_parent_;
 };
 
 }  // namespace falcon::runtime

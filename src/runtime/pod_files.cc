@@ -62,6 +62,57 @@ std::optional<Time> TimeFrom(const json& j, const char* key) {
   return t;
 }
 
+json SandboxJson(const SandboxSpec& s) {
+  json binds = json::array();
+  for (const auto& b : s.binds) {
+    binds.push_back({{"path", b.path}, {"writable", b.writable}, {"by_supervisor", b.by_supervisor}});
+  }
+  const SandboxLimits& l = s.limits;
+  return json{{"enabled", s.enabled},
+              {"bwrap", s.bwrap},
+              {"init", s.init},
+              {"uid", s.uid},
+              {"gid", s.gid},
+              {"share_net", s.share_net},
+              {"binds", binds},
+              {"owned_dirs", s.owned_dirs},
+              {"cgroup_parent", s.cgroup_parent},
+              {"limits",
+               {{"memory_bytes", l.memory_bytes},
+                {"cpu_millis", l.cpu_millis},
+                {"cpu_seconds", l.cpu_seconds},
+                {"pids", l.pids},
+                {"file_size_bytes", l.file_size_bytes},
+                {"open_files", l.open_files}}}};
+}
+
+SandboxSpec SandboxFrom(const json& j) {
+  SandboxSpec s;
+  s.enabled = j.value("enabled", false);
+  s.bwrap = j.value("bwrap", "");
+  s.init = j.value("init", "");
+  s.uid = j.value("uid", 65534u);
+  s.gid = j.value("gid", 65534u);
+  s.share_net = j.value("share_net", false);
+  if (j.contains("binds")) {
+    for (const auto& b : j["binds"]) {
+      s.binds.push_back({b.at("path").get<std::string>(), b.value("writable", false), b.value("by_supervisor", true)});
+    }
+  }
+  s.owned_dirs = j.value("owned_dirs", std::vector<std::string>{});
+  s.cgroup_parent = j.value("cgroup_parent", "");
+  if (j.contains("limits")) {
+    const json& l = j["limits"];
+    s.limits.memory_bytes = l.value("memory_bytes", int64_t{0});
+    s.limits.cpu_millis = l.value("cpu_millis", int64_t{0});
+    s.limits.cpu_seconds = l.value("cpu_seconds", int64_t{0});
+    s.limits.pids = l.value("pids", int64_t{0});
+    s.limits.file_size_bytes = l.value("file_size_bytes", int64_t{0});
+    s.limits.open_files = l.value("open_files", int64_t{0});
+  }
+  return s;
+}
+
 }  // namespace
 
 std::string EncodeLaunchSpec(const LaunchSpec& s) {
@@ -73,7 +124,8 @@ std::string EncodeLaunchSpec(const LaunchSpec& s) {
          {"work_dir", s.work_dir},
          {"resources", ResourcesJson(s.resources)},
          {"active_deadline_seconds", s.active_deadline_seconds},
-         {"deadline_grace_seconds", s.deadline_grace_seconds}};
+         {"deadline_grace_seconds", s.deadline_grace_seconds},
+         {"sandbox", SandboxJson(s.sandbox)}};
   return j.dump(2) + "\n";
 }
 
@@ -90,6 +142,7 @@ absl::StatusOr<LaunchSpec> DecodeLaunchSpec(const std::string& text) {
     if (j.contains("resources")) s.resources = ResourcesFrom(j["resources"]);
     s.active_deadline_seconds = j.value("active_deadline_seconds", int64_t{0});
     s.deadline_grace_seconds = j.value("deadline_grace_seconds", 5);
+    if (j.contains("sandbox")) s.sandbox = SandboxFrom(j["sandbox"]);
     if (s.argv.empty()) return absl::InvalidArgumentError("spec.json has an empty argv");
     return s;
   } catch (const json::exception& e) {
@@ -105,6 +158,7 @@ std::string EncodeStatus(const StatusRecord& r) {
          {"exit_code", p.exit_code ? json(*p.exit_code) : json(nullptr)},
          {"reason", p.reason},
          {"message", p.message},
+         {"isolation", p.isolation},
          {"created_at", FormatRfc3339(p.created_at)},
          {"started_at", TimeJson(p.started_at)},
          {"finished_at", TimeJson(p.finished_at)},
@@ -126,6 +180,7 @@ absl::StatusOr<StatusRecord> DecodeStatus(const std::string& text) {
     }
     r.pod.reason = j.value("reason", "");
     r.pod.message = j.value("message", "");
+    r.pod.isolation = j.value("isolation", "");
     r.pod.created_at = TimeFrom(j, "created_at").value_or(Time{});
     r.pod.started_at = TimeFrom(j, "started_at");
     r.pod.finished_at = TimeFrom(j, "finished_at");
@@ -252,7 +307,7 @@ uint64_t ProcessStartTicks(pid_t pid) {
   return start;
 }
 
-int SignalSession(pid_t sid, uint64_t min_start_ticks, int sig, pid_t children_of) {
+int SignalSession(pid_t sid, uint64_t min_start_ticks, int sig, pid_t children_of, pid_t except) {
   if (sid <= 1 && children_of <= 0) return 0;
   int n = 0;
   ForEachProcess([&](pid_t pid) {
@@ -264,6 +319,7 @@ int SignalSession(pid_t sid, uint64_t min_start_ticks, int sig, pid_t children_o
     bool child = children_of > 0 && ppid == children_of;
     bool member = sid > 1 && (s == sid || pg == sid) && start >= min_start_ticks;
     if (!child && !member) return;
+    if (except > 0 && pid == except) return;
     if (::kill(pid, sig) == 0) ++n;
   });
   return n;

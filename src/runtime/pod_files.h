@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "runtime/pod_runtime.h"
+#include "runtime/sandbox.h"
 
 namespace falcon::runtime::local {
 
@@ -37,6 +38,7 @@ struct LaunchSpec {
   ResourceSpec resources;
   int64_t active_deadline_seconds = 0;
   int deadline_grace_seconds = 5;
+  SandboxSpec sandbox;  // enabled: argv runs inside it (sandbox.h)
 };
 
 // status.json: the PodStatus fields plus the bookkeeping a reader needs.
@@ -69,8 +71,8 @@ uint64_t ProcessStartTicks(pid_t pid);
 // Sends `sig` to every process of session `sid` (and its process group) whose start time is not before
 // `min_start_ticks` (guards against pid reuse), and to every child of `children_of` (when > 0; the
 // supervisor is a child subreaper, so escaped descendants end up as its children). Returns how many
-// processes were signalled.
-int SignalSession(pid_t sid, uint64_t min_start_ticks, int sig, pid_t children_of = 0);
+// processes were signalled. `except` (when > 0) is left alone.
+int SignalSession(pid_t sid, uint64_t min_start_ticks, int sig, pid_t children_of = 0, pid_t except = 0);
 // The number of live (non-zombie) processes in session `sid` started at or after min_start_ticks.
 int CountSession(pid_t sid, uint64_t min_start_ticks);
 

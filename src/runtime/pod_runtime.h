@@ -53,6 +53,9 @@ struct PodStatus {
   std::optional<Time> started_at;
   std::optional<Time> finished_at;
   bool deleting = false;         // a delete was requested and the Pod is terminating
+  // How the runtime confines the Pod and enforces its limits, one line (the local runtime: the sandbox and
+  // "limits: cgroup v2 ..." or "limits: rlimits ..."); empty when the runtime does not say.
+  std::string isolation;
 };
 
 struct PodEvent {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "runtime/pod_files.h"
+#include "runtime/sandbox.h"
 
 namespace falcon::runtime {
 
@@ -63,6 +64,7 @@ class Supervisor {
   local::LaunchSpec spec_;
   pid_t child_ = 0;
   bool child_done_ = false;
+  local::PreparedSandbox sandbox_;
   int child_status_ = 0;
   sigset_t sigs_;
 };
@@ -107,7 +109,9 @@ void Supervisor::KillTree(int grace_seconds) {
   pid_t self = ::getpid();
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(grace_seconds);
   if (grace_seconds > 0) {
-    local::SignalSession(child_, rec_.pid_start_ticks, SIGTERM, self);
+    // In a sandbox the main process is bwrap, whose end kills everything inside at once: the processes
+    // inside get SIGTERM (the runner uploads its log), bwrap only SIGKILL below.
+    local::SignalSession(child_, rec_.pid_start_ticks, SIGTERM, self, spec_.sandbox.enabled ? child_ : 0);
     while (std::chrono::steady_clock::now() < deadline) {
       ReapChildren();
       if (child_done_ && local::CountSession(child_, rec_.pid_start_ticks) == 0) break;
@@ -213,6 +217,24 @@ int Supervisor::Run() {
   const std::string exec_error = absl::StrCat("falcon-localpod: cannot execute ", spec_.argv[0], ": ");
 
   bool deleted_before_start = DeleteRequested(nullptr);
+  if (!deleted_before_start && spec_.sandbox.enabled) {
+    // No weaker fallback: a Pod whose sandbox cannot be built fails, saying why.
+    auto prepared = local::PrepareSandbox(spec_.sandbox, name_);
+    if (!prepared.ok()) {
+      rec_.pod.phase = PodPhase::kFailed;
+      rec_.pod.reason = "SandboxFailed";
+      rec_.pod.message = absl::StrCat("the Pod's sandbox could not be built: ", prepared.status().message());
+      rec_.pod.started_at = rec_.pod.finished_at = clock_.Now();
+      std::string line = absl::StrCat("falcon-localpod: ", rec_.pod.message, "\n");
+      (void)!::write(log, line.data(), line.size());
+      Record();
+      ::write(ready[1], "R", 1);
+      if (DeleteRequested(nullptr)) (void)local::RemovePodDir(pods_dir_, name_);
+      return 0;
+    }
+    sandbox_ = std::move(*prepared);
+    rec_.pod.isolation = sandbox_.isolation;
+  }
   if (!deleted_before_start) {
     pid_t supervisor = ::getpid();
     child_ = ::fork();
@@ -232,6 +254,12 @@ int Supervisor::Run() {
       ::dup2(log, 1);
       ::dup2(log, 2);
       if (::chdir(spec_.work_dir.c_str()) != 0) ::_exit(126);
+      if (spec_.sandbox.enabled) {
+        std::string why = local::ExecInSandbox(spec_.sandbox, sandbox_, spec_.argv, spec_.env, spec_.work_dir);
+        std::string line = absl::StrCat("falcon-localpod: the Pod's sandbox could not be started: ", why, "\n");
+        (void)!::write(2, line.data(), line.size());
+        ::_exit(126);
+      }
       ::execve(argv[0], argv.data(), envp.data());
       int err = errno;
       ::write(2, exec_error.data(), exec_error.size());
@@ -300,6 +328,7 @@ int Supervisor::Run() {
   }
   // Like a container: when the main process ends, whatever it left behind is killed.
   KillTree(0);
+  local::CleanupSandbox(sandbox_);
   Finish(child_status_);
 
   // 6. A delete that raced with the end is still honoured before we let go of the lock.
