@@ -77,7 +77,10 @@ class InputsSecurity : public ::testing::Test, protected FalconSystem {
     else std::cerr << "kept " << dir_ << " for inspection\n";
   }
 
-  void Start() { ASSERT_NO_FATAL_FAILURE(StartSystem(1, {})); ASSERT_NO_FATAL_FAILURE(WaitReady(0)); }
+  void Start() {
+    ASSERT_NO_FATAL_FAILURE(StartSystem(1, {}));
+    ASSERT_NO_FATAL_FAILURE(WaitReady(0));
+  }
 
   std::unique_ptr<falcon::api::v1::FalconAPIService::Stub> ApiStub() {
     return falcon::api::v1::FalconAPIService::NewStub(grpc::CreateChannel(

@@ -207,6 +207,7 @@ TEST(ResourceMaximum, OverTheMaximumIsRefusedWithTheLimitNamed) {
   auto custom = api::ParseResourceMaximum("2", "4Gi");
   ASSERT_TRUE(custom.ok());
   r.clear_cpu_request();
+  r.clear_cpu_limit();
   r.set_memory_request("5Gi");
   r.set_memory_limit("");
   s = api::ValidateResourceMaximum(r, *custom, "resource_override");
