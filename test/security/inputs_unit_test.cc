@@ -11,7 +11,16 @@
 #include "api/validation.h"
 #include "apiserver/service.h"
 #include "common/clock.h"
+#include "common/ids.h"
+#include "controller/catalog.h"
+#include "controller/controller.h"
+#include "controller/metrics.h"
+#include "controller/override_store.h"
 #include "controller/pod_builder.h"
+#include "controller/testing/controller_peer.h"
+#include "controller/testing/fake_api_client.h"
+#include "controller/testing/fake_pod_runtime.h"
+#include "controller/testing/memory_object_store.h"
 #include "google/protobuf/util/time_util.h"
 #include "objstore/object_store.h"
 #include "store/store.h"
@@ -247,6 +256,58 @@ TEST(PodInputRoots, EveryPodPassesTheAllowedRootsToTheRunner) {
     if (a == "--allowed-input-root=file:///data/exps/" || a == "--allowed-input-root=file:///store/exps/") ++roots;
   }
   EXPECT_EQ(roots, 2);
+}
+
+// --- the controller checks again before a Pod exists: records and overrides that reached the database or
+// the object store some other way
+
+TEST(ControllerRefusals, AForgedRecordOrAStoredOverrideOverTheMaximumGetsNoPod) {
+  FakeClock clock;
+  FakeRandom random;
+  controller::testing::FakeApiClient api;
+  controller::testing::FakePodRuntime rt{clock};
+  controller::testing::MemoryObjectStore store;
+  controller::testing::FakeElector elector;
+  controller::ControllerMetrics metrics;
+  auto catalog = controller::PluginCatalog::Parse(
+      "plugins:\n  - name: file-stats\n    artifact_types: [file]\n    command: file-stats\n", "test");
+  ASSERT_TRUE(catalog.ok()) << catalog.status();
+  api.AddExp("e1");
+  controller::ControllerConfig config;
+  config.finished_pod_retention = std::chrono::seconds(-1);
+
+  // Written behind the controller's back: a "plugin" record with its own command, and an honest-looking
+  // command whose stored override asks for 900Ti.
+  api::v1::AnalysisRecord forged;
+  forged.set_exp_id("e1");
+  forged.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
+  forged.set_plugin_name("file-stats");
+  forged.set_command("echo forged > $FALCON_OUTPUT_DIR/file-stats.jsonl");
+  auto f = api.CreateAnalysisRecord(forged);
+  ASSERT_TRUE(f.ok()) << f.status();
+  api::v1::AnalysisRecord big;
+  big.set_analysis_id("0192f3c4-5d6e-7abc-8def-0123456789ab");
+  big.set_exp_id("e1");
+  big.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
+  big.set_command("true");
+  auto b = api.CreateAnalysisRecord(big);
+  ASSERT_TRUE(b.ok()) << b.status();
+  api::v1::Resources huge;
+  huge.set_memory_limit("900Ti");
+  ASSERT_TRUE(controller::OverrideStore(store).Put(b->analysis_id(), huge).ok());
+
+  controller::Controller c(config, controller::ControllerDeps{&api, &rt, &store, &elector, &*catalog, &clock,
+                                                              &random, &metrics});
+  controller::testing::ControllerPeer peer(c);
+  peer.BecomeLeader(1);
+  peer.DrainQueue();
+  for (const auto& [id, want] : {std::pair{f->analysis_id(), std::string("cannot be combined with command")},
+                                 std::pair{b->analysis_id(), std::string("64Gi (--max-memory)")}}) {
+    auto rec = api.Record(id);
+    EXPECT_EQ(rec.status(), api::v1::ANALYSIS_STATUS_FAILED) << id;
+    EXPECT_NE(rec.error_message().find(want), std::string::npos) << rec.error_message();
+    EXPECT_FALSE(rt.Exists(PodNameForAnalysis(id))) << "no Pod for " << id;
+  }
 }
 
 }  // namespace
