@@ -70,6 +70,8 @@ export FALCON_SERVER=http://127.0.0.1:$HTTP
 say "the plugin catalog"
 run falcon plugin list
 
+# The artifacts are uploads (--file): they land under <object store>/exps/, which the servers always allow.
+# Registering files by URI instead (--uri file:///...) needs --allowed-input-root on both servers.
 say "registering experiment demo-exp with sample artifacts"
 mkdir -p "$D/samples"
 python3 scripts/make_demo_samples.py "$D/samples"

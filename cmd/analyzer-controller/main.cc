@@ -14,7 +14,9 @@
 #include <iostream>
 #include <thread>
 
+#include "absl/strings/str_join.h"
 #include "common/clock.h"
+#include "common/quantity.h"
 #include "common/logging.h"
 #include "controller/api_client.h"
 #include "controller/catalog.h"
@@ -30,6 +32,7 @@
 #include "leader/leader_elector.h"
 #include "objstore/gcs_store.h"
 #include "objstore/object_store.h"
+#include "runner/input_roots.h"
 #include "runtime/local_runtime.h"
 #include "spdlog/spdlog.h"
 
@@ -77,6 +80,10 @@ struct Flags {
   double retry_period = 2;
   double kube_qps = 20;
   int kube_burst = 30;
+  // What analyses may read and ask for (docs/security.md).
+  std::vector<std::string> allowed_input_roots;
+  std::string max_cpu = "16";
+  std::string max_memory = "64Gi";
 };
 
 fs::path BinDir() {
@@ -248,6 +255,15 @@ int main(int argc, char** argv) {
   app.add_option("--retry-period", f.retry_period, "kubernetes: seconds between Lease attempts")->capture_default_str()->check(CLI::Range(0.05, 600.0));
   app.add_option("--kube-qps", f.kube_qps, "kubernetes: client requests per second (0: unlimited)")->capture_default_str();
   app.add_option("--kube-burst", f.kube_burst, "kubernetes: client burst")->capture_default_str();
+  app.add_option("--allowed-input-root", f.allowed_input_roots,
+                 "repeatable (or comma-separated): where artifacts may live, gs://BUCKET[/PREFIX] or file:///PATH; "
+                 "passed to every Pod's runner with <object store>/exps/ (uploads), which is always allowed")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->delimiter(',');
+  app.add_option("--max-cpu", f.max_cpu, "most cpu one analysis may get (override or catalog), a quantity")
+      ->capture_default_str();
+  app.add_option("--max-memory", f.max_memory, "most memory one analysis may get (override or catalog)")
+      ->capture_default_str();
   app.add_option("--config", f.config, "YAML file with the same keys as the flags (flags win)");
   app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error")->capture_default_str();
   app.add_option("--log-format", f.log_format, "text|json")->capture_default_str();
@@ -323,6 +339,28 @@ int main(int argc, char** argv) {
     cfg.default_resources = {parts[0], parts[1], parts[2], parts[3]};
   }
 
+  {
+    auto cpu = falcon::ParseCpuMillis(f.max_cpu);
+    if (!cpu.ok() || *cpu <= 0) {
+      return Fail("--max-cpu=" + f.max_cpu + ": a positive cpu quantity such as 16 or 8000m");
+    }
+    auto mem = falcon::ParseMemoryBytes(f.max_memory);
+    if (!mem.ok() || *mem <= 0) {
+      return Fail("--max-memory=" + f.max_memory + ": a positive memory quantity such as 64Gi");
+    }
+    cfg.max_resources = {*cpu, *mem, f.max_cpu, f.max_memory};
+    falcon::runtime::ResourceSpec d = cfg.default_resources;
+    if (absl::Status s = falcon::controller::CheckMaxResources(d, cfg.max_resources, "--default-resources");
+        !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+  }
+  for (const auto& r : f.allowed_input_roots) {
+    auto root = falcon::runner::ParseInputRoot(r);
+    if (!root.ok()) return Fail("--allowed-input-root: " + std::string(root.status().message()));
+    cfg.allowed_input_roots.push_back(root->ToString());
+  }
+
   auto catalog = falcon::controller::PluginCatalog::Load(f.plugin_catalog);
   if (!catalog.ok()) return Fail(std::string(catalog.status().message()));
   auto store = falcon::objstore::OpenObjectStore(f.object_store, {.create_bucket = create_bucket});
@@ -332,6 +370,20 @@ int main(int argc, char** argv) {
     for (const auto& name : falcon::objstore::GcsEnvironmentNames()) {
       if (const char* v = std::getenv(name.c_str()); v != nullptr && *v != '\0') cfg.pod_env[name] = v;
     }
+  }
+
+  {
+    // Uploads are always stageable; nothing else of the store is (other analyses' results, overrides).
+    auto own = falcon::runner::ParseInputRoot((*store)->Uri("exps/"));
+    if (!own.ok()) return Fail("--object-store: " + std::string(own.status().message()));
+    cfg.allowed_input_roots.push_back(own->ToString());
+  }
+  for (const auto& p : catalog->plugins()) {
+    absl::Status s = falcon::controller::CheckMaxResources(
+        falcon::controller::ToResourceSpec(p.default_resources()), cfg.max_resources,
+        "plugin " + p.name() + " resources");
+    if (!s.ok()) spdlog::warn("{}: its analyses will be refused until the catalog or the maximum changes",
+                              std::string(s.message()));
   }
 
   falcon::SystemClock clock;
@@ -365,10 +417,11 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
 
   spdlog::info("analyzer-controller {} up: grpc={} (port {}) http={} (port {}) runtime={} store={} catalog={} "
-               "({} plugins) limits offline={} online={} leader_elect={}",
+               "({} plugins) limits offline={} online={} leader_elect={} input_roots={} max_cpu={} max_memory={}",
                f.identity, f.grpc_listen, grpc_port, f.http_listen, (*health)->port(), f.runtime,
                f.object_store, f.plugin_catalog, catalog->plugins().size(), cfg.offline_concurrency,
-               cfg.online_concurrency, f.leader_elect);
+               cfg.online_concurrency, f.leader_elect, absl::StrJoin(cfg.allowed_input_roots, ", "),
+               cfg.max_resources.cpu, cfg.max_resources.memory);
   controller.Start();
 
   while (!g_stop.load()) {

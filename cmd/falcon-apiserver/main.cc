@@ -12,6 +12,7 @@
 #include <iostream>
 #include <thread>
 
+#include "api/validation.h"
 #include "apiserver/api_service.h"
 #include "apiserver/controller_client.h"
 #include "apiserver/http_server.h"
@@ -20,6 +21,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "objstore/object_store.h"
+#include "runner/input_roots.h"
 #include "store/store.h"
 
 namespace {
@@ -82,6 +84,22 @@ int main(int argc, char** argv) {
                  "on SIGTERM/SIGINT, how long in-flight gRPC calls may take to finish")
       ->check(CLI::Range(0.0, 600.0))
       ->capture_default_str();
+  // What analyses may read and ask for (docs/security.md).
+  std::vector<std::string> allowed_input_roots;
+  std::string max_cpu = falcon::api::kDefaultMaxCpu;
+  std::string max_memory = falcon::api::kDefaultMaxMemory;
+  app.add_option("--allowed-input-root", allowed_input_roots,
+                 "repeatable (or comma-separated): where registered artifacts may live, gs://BUCKET[/PREFIX] "
+                 "or file:///PATH; <object store>/exps/ (uploads) is always allowed")
+      ->envname("FALCON_ALLOWED_INPUT_ROOTS")
+      ->delimiter(',')
+      ->take_all();
+  app.add_option("--max-cpu", max_cpu, "most cpu one analysis may request (resource_override), a quantity")
+      ->envname("FALCON_MAX_CPU")
+      ->capture_default_str();
+  app.add_option("--max-memory", max_memory, "most memory one analysis may request (resource_override)")
+      ->envname("FALCON_MAX_MEMORY")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   falcon::InitLogging("falcon-apiserver", log_level, log_format);
@@ -99,6 +117,16 @@ int main(int argc, char** argv) {
     if (!url.ok()) return Fail(std::string(url.status().message()));
     object_store = *url;
   }
+
+  falcon::apiserver::ApiServiceOptions service_options;
+  for (const auto& r : allowed_input_roots) {
+    auto root = falcon::runner::ParseInputRoot(r);
+    if (!root.ok()) return Fail("--allowed-input-root: " + std::string(root.status().message()));
+    service_options.artifact_roots.push_back(*root);
+  }
+  auto max_resources = falcon::api::ParseResourceMaximum(max_cpu, max_memory);
+  if (!max_resources.ok()) return Fail(std::string(max_resources.status().message()));
+  service_options.max_resources = *max_resources;
 
   // SIGTERM/SIGINT are handled by one thread (sigwait); block them before any other thread starts so
   // none of gRPC's or httplib's threads receives them.
@@ -126,7 +154,9 @@ int main(int argc, char** argv) {
       falcon::apiserver::ControllerClient::Create(controller_addr, controller_options, clock, metrics);
   if (!controller.ok()) return Fail(std::string(controller.status().message()));
 
-  falcon::apiserver::FalconApiService service(**store, objects->get(), clock, random, metrics);
+  // One ApiService for both transports, so both apply the same options.
+  falcon::apiserver::ApiService api(**store, objects->get(), controller->get(), clock, random, service_options);
+  falcon::apiserver::FalconApiService service(api, metrics);
   grpc::ServerBuilder builder;
   int grpc_bound = 0;
   builder.AddListeningPort(grpc_listen, grpc::InsecureServerCredentials(), &grpc_bound);
@@ -139,16 +169,17 @@ int main(int argc, char** argv) {
 
   falcon::apiserver::HttpServerOptions http_options;
   http_options.threads = http_threads;
-  falcon::apiserver::HttpServer http(**store, objects->get(), controller->get(), clock, random, metrics,
-                                     http_options);
+  falcon::apiserver::HttpServer http(api, metrics, http_options);
   auto http_bound = http.Bind(http_host, http_port);
   if (!http_bound.ok()) {
     grpc_server->Shutdown();
     return Fail("--http-listen: " + std::string(http_bound.status().message()));
   }
-  spdlog::info("falcon-apiserver serving http={}:{} grpc={}:{} db={} object_store={} controller={}",
+  spdlog::info("falcon-apiserver serving http={}:{} grpc={}:{} db={} object_store={} controller={} "
+               "artifact_roots={} max_cpu={} max_memory={}",
                http_host, *http_bound, grpc_host, grpc_bound, falcon::apiserver::RedactUrl(db_url),
-               object_store, controller_addr);
+               object_store, controller_addr, falcon::runner::DescribeRoots(api.artifact_roots()),
+               service_options.max_resources.cpu, service_options.max_resources.memory);
 
   // Drain on SIGTERM/SIGINT: stop accepting, let in-flight requests finish, exit 0.
   std::thread stopper([&] {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "api/json_codec.h"
@@ -312,12 +313,17 @@ absl::Status ValidateCreateAnalysis(const analyzer::v1::CreateAnalysisRequest& r
     return s;
   }
   if (req.plugin_name().empty() && req.command().empty()) {
-    return absl::InvalidArgumentError("give a plugin_name or a command (or both)");
+    return absl::InvalidArgumentError("give a plugin_name (a catalog plugin) or a command (your own code)");
   }
   if (!req.plugin_name().empty()) {
     if (auto s = ValidatePluginName(req.plugin_name()); !s.ok()) return s;
   }
   if (auto s = ValidateCommand(req.command()); !s.ok()) return s;
+  if (auto s = ValidatePluginProvenance(req.plugin_name(), req.command(), !req.script_content().empty(),
+                                        req.analysis_type(), "");
+      !s.ok()) {
+    return s;
+  }
   if (auto s = ValidateName(req.name(), "name", false); !s.ok()) return s;
   if (auto s = ValidateScriptSize(req.script_content().size()); !s.ok()) return s;
   if (auto s = ValidateScriptName(req.script_name()); !s.ok()) return s;
@@ -348,10 +354,15 @@ absl::Status ValidateNewRecord(const v1::AnalysisRecord& r) {
     return s;
   }
   if (r.plugin_name().empty() && r.command().empty()) {
-    return absl::InvalidArgumentError("record needs a plugin_name or a command (or both)");
+    return absl::InvalidArgumentError("record needs a plugin_name or a command");
   }
   if (r.analysis_type() == v1::ANALYSIS_TYPE_OFFLINE && r.artifact_id().empty()) {
     return Invalid("record.artifact_id", "is required for an offline analysis");
+  }
+  if (auto s = ValidatePluginProvenance(r.plugin_name(), r.command(), !r.script_content().empty(),
+                                        r.analysis_type(), "record.");
+      !s.ok()) {
+    return s;
   }
   return ValidateScriptSize(r.script_content().size());
 }
@@ -424,6 +435,77 @@ absl::Status ValidatePageToken(absl::string_view token) {
     return absl::InvalidArgumentError(
         absl::StrCat("query parameter page_token is longer than ", kMaxPageTokenBytes,
                      " bytes; pass the next_page_token of the previous page"));
+  }
+  return absl::OkStatus();
+}
+
+// --- Deployment rules
+
+absl::Status ValidatePluginProvenance(absl::string_view plugin_name, absl::string_view command, bool has_script,
+                                      int analysis_type, absl::string_view prefix) {
+  const bool own_code = !command.empty() || has_script;
+  if (!own_code) return absl::OkStatus();
+  const std::string what = !command.empty() ? absl::StrCat(prefix, "command") : absl::StrCat(prefix, "script_content");
+  if (!plugin_name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "plugin_name ", Quote(plugin_name), " cannot be combined with ", what,
+        ": a record that names a plugin holds only that plugin's output, from its catalog command; send "
+        "plugin_name alone to run the plugin, or your command (and script) without plugin_name"));
+  }
+  if (analysis_type == v1::ANALYSIS_TYPE_OFFLINE) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "analysis_type offline cannot be combined with ", what,
+        ": offline analyses are the catalog plugins' runs on an artifact; use analysis_type online for your "
+        "own command"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ResourceMaximum> ParseResourceMaximum(absl::string_view cpu, absl::string_view memory) {
+  ResourceMaximum m;
+  auto c = ParseCpuQuantity(cpu);
+  if (!c.ok()) return absl::InvalidArgumentError(absl::StrCat("--max-cpu: ", c.status().message()));
+  auto b = ParseMemoryQuantity(memory);
+  if (!b.ok()) return absl::InvalidArgumentError(absl::StrCat("--max-memory: ", b.status().message()));
+  m.cpu_millis = *c;
+  m.memory_bytes = *b;
+  m.cpu = std::string(cpu);
+  m.memory = std::string(memory);
+  return m;
+}
+
+absl::Status ValidateResourceMaximum(const v1::Resources& r, const ResourceMaximum& max, absl::string_view field) {
+  struct Item {
+    const char* name;
+    const std::string& value;
+    bool cpu;
+  };
+  const Item items[] = {{"cpu_request", r.cpu_request(), true},
+                        {"cpu_limit", r.cpu_limit(), true},
+                        {"memory_request", r.memory_request(), false},
+                        {"memory_limit", r.memory_limit(), false}};
+  for (const Item& it : items) {
+    if (it.value.empty()) continue;
+    auto v = it.cpu ? ParseCpuQuantity(it.value) : ParseMemoryQuantity(it.value);
+    if (!v.ok()) continue;  // ValidateResources says what is wrong with it
+    if (*v > (it.cpu ? max.cpu_millis : max.memory_bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".", it.name, " ", Quote(it.value), " exceeds this deployment's maximum ",
+          it.cpu ? "cpu of " : "memory of ", it.cpu ? max.cpu : max.memory,
+          it.cpu ? " (--max-cpu)" : " (--max-memory)", "; ask for at most that"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateArtifactUriEncoding(absl::string_view uri) {
+  for (size_t i = 0; i + 2 < uri.size(); ++i) {
+    if (uri[i] != '%') continue;
+    std::string hex = absl::AsciiStrToLower(std::string(uri.substr(i + 1, 2)));
+    if (hex == "2f" || hex == "5c" || hex == "2e" || hex == "00") {
+      return Invalid("uri", absl::StrCat(Quote(uri), " has a percent-encoded '/', '\\', '.' or NUL (%", hex,
+                                         "); write the path plainly"));
+    }
   }
   return absl::OkStatus();
 }

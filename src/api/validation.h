@@ -96,4 +96,33 @@ absl::StatusOr<int> ParseEnumParam(const google::protobuf::EnumDescriptor* type,
                                    absl::string_view value);
 absl::Status ValidatePageToken(absl::string_view token);
 
+// --- Deployment rules (issue: analyses are untrusted code). Kept apart from the shape rules above.
+
+// Who may claim a plugin's name: a request (or record) that carries its own command or script must not
+// also set plugin_name, nor be offline (the offline analyses are the plugins' own runs on an artifact), so
+// that a record naming a plugin always holds that plugin's output. INVALID_ARGUMENT naming both fields.
+// `prefix` goes before the field names in messages ("" for a request, "record." for a record).
+absl::Status ValidatePluginProvenance(absl::string_view plugin_name, absl::string_view command,
+                                      bool has_script, int analysis_type, absl::string_view prefix);
+
+// The largest resources one analysis may ask for, set by the deployment (flags --max-cpu, --max-memory).
+struct ResourceMaximum {
+  int64_t cpu_millis = 16'000;                   // 16 cores
+  int64_t memory_bytes = int64_t{64} << 30;      // 64 GiB
+  std::string cpu = "16";                        // as the operator wrote them, for messages
+  std::string memory = "64Gi";
+};
+inline constexpr char kDefaultMaxCpu[] = "16";
+inline constexpr char kDefaultMaxMemory[] = "64Gi";
+// Parses the two maxima (Kubernetes quantities). INVALID_ARGUMENT naming the flag when one does not parse.
+absl::StatusOr<ResourceMaximum> ParseResourceMaximum(absl::string_view cpu, absl::string_view memory);
+// Every set field of `r` at most its maximum. INVALID_ARGUMENT naming the field, its value, the maximum and
+// the flag that sets it ("resource_override.memory_limit \"900Ti\" exceeds this deployment's maximum memory
+// of 64Gi (--max-memory)"). Fields that do not parse are left to ValidateResources.
+absl::Status ValidateResourceMaximum(const v1::Resources& r, const ResourceMaximum& max, absl::string_view field);
+
+// Percent-encoded separators and dots in an artifact URI ("%2f", "%5c", "%2e", "%00", any case) are refused:
+// some layer (a proxy, a client library) may decode them into a path that leaves an allowed root.
+absl::Status ValidateArtifactUriEncoding(absl::string_view uri);
+
 }  // namespace falcon::api

@@ -196,6 +196,7 @@ TEST_F(ApiserverGrpcTest, SecondOfflineRecordForAnArtifactIsAlreadyExists) {
   r.set_analysis_type(ANALYSIS_TYPE_OFFLINE);
   r.set_artifact_id("a1");
   r.set_plugin_name("hlo-stats");
+  r.clear_command();  // a plugin's record runs the plugin's own command
   CreateAnalysisRecordResponse resp;
   ASSERT_TRUE(Create(r, &resp).ok());
   EXPECT_EQ(Create(r, &resp).error_code(), grpc::StatusCode::ALREADY_EXISTS);
@@ -450,6 +451,7 @@ TEST_F(ApiserverGrpcTest, AwaitingAnalysisAndGetExp) {
   r.set_analysis_type(ANALYSIS_TYPE_OFFLINE);
   r.set_artifact_id("a1");
   r.set_plugin_name("hlo-stats");
+  r.clear_command();  // a plugin's record runs the plugin's own command
   MustCreate(r);
 
   grpc::ClientContext ctx;

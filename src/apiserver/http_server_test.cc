@@ -323,13 +323,18 @@ TEST_F(ApiserverHttpTest, ExpAndArtifactRegistration) {
               "exp_id");
   ExpectError(Do("POST", "/v1/exps", R"({"exp_id": "x"})"), 400, "INVALID_ARGUMENT", "name");
 
+  // Under the object store's exps/ prefix: the one artifact root a server without --allowed-input-root has.
+  const std::string uri = objects_->Uri("exps/e/module.hlo");
   auto [acode, art] = Do("POST", "/v1/exps/" + id + "/artifacts",
-                         R"({"artifact_type": "hlo", "uri": "gs://bucket/exps/e/module.hlo"})");
+                         json{{"artifact_type", "hlo"}, {"uri", uri}}.dump());
   ASSERT_EQ(acode, 201) << art;
   EXPECT_EQ(art["exp_id"], id);
   EXPECT_EQ(art["artifact_type"], "hlo");
-  ExpectError(Do("POST", "/v1/exps/nope/artifacts", R"({"artifact_type": "hlo", "uri": "gs://b/x"})"),
+  ExpectError(Do("POST", "/v1/exps/nope/artifacts",
+                 json{{"artifact_type", "hlo"}, {"uri", objects_->Uri("exps/nope/x")}}.dump()),
               404, "NOT_FOUND");
+  ExpectError(Do("POST", "/v1/exps/" + id + "/artifacts", R"({"artifact_type": "hlo", "uri": "gs://b/x"})"),
+              400, "INVALID_ARGUMENT", "outside the allowed artifact roots");
   ExpectError(Do("POST", "/v1/exps/" + id + "/artifacts", R"({"artifact_type": "hlo", "uri": "x"})"),
               400, "INVALID_ARGUMENT", "uri");
 
@@ -353,7 +358,7 @@ TEST_F(ApiserverHttpTest, ExpAndArtifactRegistration) {
   ASSERT_EQ(gcode, 200) << got;
   EXPECT_EQ(got["exp"]["exp_id"], id);
   ASSERT_EQ(got["artifacts"].size(), 1u);
-  EXPECT_EQ(got["artifacts"][0]["uri"], "gs://bucket/exps/e/module.hlo");
+  EXPECT_EQ(got["artifacts"][0]["uri"], uri);
   ExpectError(Do("GET", "/v1/exps/nope"), 404, "NOT_FOUND");
 }
 

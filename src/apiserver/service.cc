@@ -46,8 +46,44 @@ absl::Status StoreFailure(const absl::Status& s, const std::string& what) {
 }  // namespace
 
 ApiService::ApiService(store::Store& store, objstore::ObjectStore* objects, ControllerClient* controller,
-                       Clock& clock, Random& random)
-    : store_(store), objects_(objects), controller_(controller), clock_(clock), random_(random) {}
+                       Clock& clock, Random& random, ApiServiceOptions options)
+    : store_(store),
+      objects_(objects),
+      controller_(controller),
+      clock_(clock),
+      random_(random),
+      options_(std::move(options)),
+      artifact_roots_(options_.artifact_roots) {
+  if (objects_ != nullptr) {
+    // Uploads (exps/{exp_id}/files/...) are always registrable; the rest of the store (other analyses'
+    // results, the controller's state) is not.
+    auto own = runner::ParseInputRoot(objects_->Uri("exps/"));
+    if (own.ok()) {
+      artifact_roots_.push_back(std::move(*own));
+    } else {
+      spdlog::warn("the object store's exps/ prefix is not a valid artifact root ({}); uploads cannot be "
+                   "registered as artifacts",
+                   std::string(own.status().message()));
+    }
+  }
+}
+
+absl::Status ApiService::CheckArtifactRoots(const std::string& uri) const {
+  FALCON_RETURN_IF_ERROR(api::ValidateArtifactUriEncoding(uri));
+  if (artifact_roots_.empty()) {
+    return absl::InvalidArgumentError(
+        "uri: this server allows no artifact roots; start falcon-apiserver with "
+        "--allowed-input-root=gs://BUCKET[/PREFIX] or file:///PATH");
+  }
+  auto checked = runner::CheckInputUri(uri, artifact_roots_);
+  if (checked.ok()) return absl::OkStatus();
+  if (absl::IsPermissionDenied(checked.status())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "uri \"", uri, "\" is outside the allowed artifact roots (", runner::DescribeRoots(artifact_roots_),
+        "); register an artifact under one of them, or upload the file (POST /v1/exps/{exp_id}/files/{name})"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat("uri: ", checked.status().message()));
+}
 
 absl::StatusOr<ControllerClient*> ApiService::Controller() {
   if (controller_ == nullptr) {
@@ -117,6 +153,7 @@ absl::StatusOr<api::v1::Artifact> ApiService::CreateArtifact(const RequestContex
                                                              api::v1::Artifact a) {
   FALCON_RETURN_IF_ERROR(api::ValidateId(exp_id, "exp_id"));
   FALCON_RETURN_IF_ERROR(api::ValidateNewArtifact(a));
+  FALCON_RETURN_IF_ERROR(CheckArtifactRoots(a.uri()));
   a.set_exp_id(exp_id);
   a.set_artifact_id(NewUuidV7(clock_, random_));
   *a.mutable_created_at() = ToProto(clock_.Now());
@@ -197,6 +234,8 @@ absl::StatusOr<std::string> ApiService::CreateAnalysis(const RequestContext&,
     req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
   }
   FALCON_RETURN_IF_ERROR(api::ValidateCreateAnalysis(req));
+  FALCON_RETURN_IF_ERROR(
+      api::ValidateResourceMaximum(req.resource_override(), options_.max_resources, "resource_override"));
   // The id is fixed here, before forwarding, so that retrying at another replica (a call whose answer was
   // lost, a leader that hung) creates one analysis, not two. A client may propose its own.
   if (req.analysis_id().empty()) req.set_analysis_id(NewUuidV7(clock_, random_));

@@ -24,11 +24,13 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "api/validation.h"
 #include "apiserver/controller_client.h"
 #include "common/clock.h"
 #include "falcon/analyzer/v1/analyzer.pb.h"
 #include "falcon/api/v1/api.pb.h"
 #include "objstore/object_store.h"
+#include "runner/input_roots.h"
 #include "store/store.h"
 
 namespace falcon::apiserver {
@@ -81,12 +83,24 @@ struct ResultDownload {
   std::string content_type;  // by extension
 };
 
+// What the deployment allows (flags of falcon-apiserver; docs/security.md).
+struct ApiServiceOptions {
+  // Where registered artifacts may live (--allowed-input-root): gs://bucket[/prefix], file:///abs/path.
+  // The object store's own exps/ prefix (where uploads go) is always allowed on top of these.
+  std::vector<runner::InputRoot> artifact_roots;
+  // The most cpu and memory one analysis may ask for (--max-cpu, --max-memory).
+  api::ResourceMaximum max_resources;
+};
+
 class ApiService {
  public:
   // `objects` and `controller` may be null: the calls that need them then answer UNAVAILABLE saying so. All
   // referenced objects must outlive the service.
   ApiService(store::Store& store, objstore::ObjectStore* objects, ControllerClient* controller, Clock& clock,
-             Random& random);
+             Random& random, ApiServiceOptions options = {});
+
+  // The roots an artifact URI must lie under: the configured ones, then <object store>/exps/.
+  const std::vector<runner::InputRoot>& artifact_roots() const { return artifact_roots_; }
 
   // --- health
   // OK once the database answers a query; UNAVAILABLE otherwise.
@@ -100,7 +114,9 @@ class ApiService {
                                                int status);
   absl::StatusOr<store::ExpPage> ListExps(const RequestContext& ctx, const store::ListExpsQuery& q);
   absl::StatusOr<api::v1::GetExpResponse> GetExp(const RequestContext& ctx, const std::string& exp_id);
-  // `artifact` as given (artifact_type, uri); the server sets its id, Exp and created_at.
+  // `artifact` as given (artifact_type, uri); the server sets its id, Exp and created_at. A URI outside
+  // artifact_roots() (or with '..', percent-encoded separators, a host, another scheme) is INVALID_ARGUMENT
+  // naming the allowed roots.
   absl::StatusOr<api::v1::Artifact> CreateArtifact(const RequestContext& ctx, const std::string& exp_id,
                                                    api::v1::Artifact artifact);
   // Checks an upload before its body is read: a valid name, the Exp exists, the name is free to take (not a
@@ -111,7 +127,9 @@ class ApiService {
                                       const std::string& name, ByteSource& body);
 
   // --- analyses (the CLI's calls)
-  // Validates, fills defaults (online), fixes the id, checks the Exp exists, forwards. Returns the id.
+  // Validates (also: a command or script never with a plugin_name or offline; resource_override within
+  // the deployment's maximum), fills defaults (online), fixes the id, checks the Exp exists, forwards.
+  // Returns the id.
   absl::StatusOr<std::string> CreateAnalysis(const RequestContext& ctx,
                                              analyzer::v1::CreateAnalysisRequest req);
   absl::StatusOr<store::AnalysisPage> ListAnalyses(const RequestContext& ctx, const store::ListAnalysesQuery& q);
@@ -146,12 +164,16 @@ class ApiService {
   absl::Status CheckFencing(const RequestContext& ctx);
   absl::StatusOr<ControllerClient*> Controller();
   absl::StatusOr<objstore::ObjectStore*> Objects();
+  // OK if `uri` lies under artifact_roots_; INVALID_ARGUMENT naming them otherwise.
+  absl::Status CheckArtifactRoots(const std::string& uri) const;
 
   store::Store& store_;
   objstore::ObjectStore* objects_;
   ControllerClient* controller_;
   Clock& clock_;
   Random& random_;
+  const ApiServiceOptions options_;
+  std::vector<runner::InputRoot> artifact_roots_;
 };
 
 }  // namespace falcon::apiserver

@@ -6,10 +6,20 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "runtime/pod_runtime.h"
 
 namespace falcon::controller {
+
+// The most one analysis may ask for (--max-cpu, --max-memory; docs/security.md): a resource override or
+// a catalog default above it is refused with the limit named.
+struct MaxResources {
+  int64_t cpu_millis = 16'000;               // 16 cores
+  int64_t memory_bytes = int64_t{64} << 30;  // 64 GiB
+  std::string cpu = "16";                    // as the operator wrote them, for messages
+  std::string memory = "64Gi";
+};
 
 struct ControllerConfig {
   // Admission: concurrent Pods per queue.
@@ -48,6 +58,11 @@ struct ControllerConfig {
   // Extra environment of every Pod, e.g. the object store's settings (STORAGE_EMULATOR_HOST,
   // GOOGLE_APPLICATION_CREDENTIALS, ... for gs://; see objstore::GcsEnvironmentNames()).
   std::map<std::string, std::string> pod_env;
+  // Passed to every Pod's runner as --allowed-input-root (it stages nothing outside them): the deployment's
+  // --allowed-input-root values, then <object store>/exps/ (uploads). Never empty in a running controller
+  // (main() always adds the store's); an empty list would make the runner accept any well-formed URI.
+  std::vector<std::string> allowed_input_roots;
+  MaxResources max_resources;
 };
 
 }  // namespace falcon::controller

@@ -46,7 +46,7 @@ absl::StatusOr<std::string> Operations::CreateAnalysis(const analyzerv1::CreateA
   }
   if (req.plugin_name().empty() && req.command().empty()) {
     return absl::InvalidArgumentError(
-        "give a plugin_name (see ListPlugins) or a command to run, or both");
+        "give a plugin_name (see ListPlugins) or a command to run");
   }
   const api::v1::Plugin* plugin = nullptr;
   if (!req.plugin_name().empty()) {
@@ -75,8 +75,14 @@ absl::StatusOr<std::string> Operations::CreateAnalysis(const analyzerv1::CreateA
   if (req.analysis_type() == api::v1::ANALYSIS_TYPE_OFFLINE && req.artifact_id().empty()) {
     return absl::InvalidArgumentError("an offline analysis needs the artifact_id it analyses");
   }
+  FALCON_RETURN_IF_ERROR(CheckPluginProvenance(req.plugin_name(), req.command(), !req.script_content().empty(),
+                                               req.analysis_type()));
   bool has_override = req.has_resource_override();
-  if (has_override) FALCON_RETURN_IF_ERROR(ValidateResources(req.resource_override()));
+  if (has_override) {
+    FALCON_RETURN_IF_ERROR(ValidateResources(req.resource_override()));
+    FALCON_RETURN_IF_ERROR(CheckMaxResources(ToResourceSpec(req.resource_override()), ctx_.config.max_resources,
+                                             "resource_override"));
+  }
   const bool store_override = has_override && HasAnyResource(req.resource_override());
 
   AnalysisRecord rec;

@@ -66,6 +66,53 @@ absl::Status ValidateResources(const api::v1::Resources& r) {
   return absl::OkStatus();
 }
 
+runtime::ResourceSpec ToResourceSpec(const api::v1::Resources& r) {
+  return {r.cpu_request(), r.cpu_limit(), r.memory_request(), r.memory_limit()};
+}
+
+absl::Status CheckMaxResources(const runtime::ResourceSpec& r, const MaxResources& max, const std::string& field) {
+  struct Item {
+    const char* name;
+    const std::string& value;
+    bool cpu;
+  };
+  const Item items[] = {{"cpu_request", r.cpu_request, true},
+                        {"cpu_limit", r.cpu_limit, true},
+                        {"memory_request", r.memory_request, false},
+                        {"memory_limit", r.memory_limit, false}};
+  for (const Item& it : items) {
+    if (it.value.empty()) continue;
+    auto v = it.cpu ? ParseCpuMillis(it.value) : ParseMemoryBytes(it.value);
+    if (!v.ok()) continue;
+    if (*v > (it.cpu ? max.cpu_millis : max.memory_bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ".", it.name, " '", it.value, "' exceeds this deployment's maximum ",
+          it.cpu ? "cpu of " : "memory of ", it.cpu ? max.cpu : max.memory,
+          it.cpu ? " (--max-cpu)" : " (--max-memory)", "; ask for at most that"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckPluginProvenance(const std::string& plugin_name, const std::string& command, bool has_script,
+                                   api::v1::AnalysisType type) {
+  if (command.empty() && !has_script) return absl::OkStatus();
+  const char* what = !command.empty() ? "command" : "script_content";
+  if (!plugin_name.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "plugin_name '", plugin_name, "' cannot be combined with ", what,
+        ": a record that names a plugin holds only that plugin's output, from its catalog command; give "
+        "plugin_name alone to run the plugin, or your command (and script) without plugin_name"));
+  }
+  if (type == api::v1::ANALYSIS_TYPE_OFFLINE) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "analysis_type offline cannot be combined with ", what,
+        ": offline analyses are the catalog plugins' runs on an artifact; use analysis_type online for your "
+        "own command"));
+  }
+  return absl::OkStatus();
+}
+
 std::string ScriptKey(const api::v1::AnalysisRecord& record) {
   std::string name = record.script_name().empty() ? "script" : record.script_name();
   return AnalysisPrefix(record.exp_id(), record.analysis_id()) + "script/" + name;
@@ -95,6 +142,7 @@ runtime::PodSpec BuildPodSpec(const api::v1::AnalysisRecord& record, const api::
   if (!record.plugin_name().empty()) spec.args.push_back("--plugin=" + record.plugin_name());
   spec.args.push_back("--command=" + CommandFor(record, plugin));
   for (const auto& uri : inputs.input_uris) spec.args.push_back("--input=" + uri);
+  for (const auto& root : config.allowed_input_roots) spec.args.push_back("--allowed-input-root=" + root);
   if (!inputs.script_key.empty()) {
     spec.args.push_back("--script-key=" + inputs.script_key);
     spec.args.push_back("--script-name=" + inputs.script_name);

@@ -30,6 +30,19 @@ runtime::ResourceSpec MergeResources(const api::v1::Plugin* plugin,
 // exceeds its limit.
 absl::Status ValidateResources(const api::v1::Resources& r);
 
+// Every set quantity of `r` at most `max`. INVALID_ARGUMENT naming `field`.<name>, the value, the maximum and
+// the flag ("resource_override.memory_limit '900Ti' exceeds this deployment's maximum memory of 64Gi
+// (--max-memory)"). Quantities that do not parse are left to ValidateResources.
+absl::Status CheckMaxResources(const runtime::ResourceSpec& r, const MaxResources& max, const std::string& field);
+runtime::ResourceSpec ToResourceSpec(const api::v1::Resources& r);
+
+// A record that names a plugin must not carry its own command or script, and an offline record must not
+// either (offline analyses are the plugins' own runs): INVALID_ARGUMENT naming the conflict. The same rule
+// as the API server's (src/api/validation.h ValidatePluginProvenance), checked again here for the
+// controller's own gRPC callers and for records that reached the database some other way.
+absl::Status CheckPluginProvenance(const std::string& plugin_name, const std::string& command, bool has_script,
+                                   api::v1::AnalysisType type);
+
 // The key of the staged script: analysis/{exp}/{id}/script/{script_name}.
 std::string ScriptKey(const api::v1::AnalysisRecord& record);
 

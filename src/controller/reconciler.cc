@@ -311,6 +311,18 @@ absl::Status Reconciler::CreatePod(const AnalysisRecord& rec, bool recreate, Out
   auto ov = Override(id);
   if (!ov.ok()) return fail_attempt(Annotate(ov.status(), "reading the stored resource override"));
   runtime::PodSpec spec = BuildPodSpec(rec, plugin, *ov, inputs, ctx_.config);
+  // Checked again here, not only at creation: a record or an override that reached the database or the
+  // object store some other way (or a catalog default above the maximum) never gets a Pod.
+  absl::Status refused = CheckPluginProvenance(rec.plugin_name(), rec.command(), !rec.script_content().empty(),
+                                               rec.analysis_type());
+  if (refused.ok()) refused = CheckMaxResources(spec.resources, ctx_.config.max_resources, "resources");
+  if (!refused.ok()) {
+    spdlog::warn("analysis {}: refused: {}", id, std::string(refused.message()));
+    FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED,
+                                  absl::StrCat("refused: ", std::string(refused.message()))));
+    Settled(id);
+    return absl::OkStatus();
+  }
   if (!ctx_.acting.load()) return absl::OkStatus();
   absl::Status s = ctx_.deps.runtime->Create(spec);
   if (absl::IsAlreadyExists(s)) {

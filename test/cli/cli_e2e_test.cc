@@ -74,12 +74,15 @@ class CliE2ETest : public ::testing::Test {
                                  "--http-listen=127.0.0.1:" + std::to_string(http_port_),
                                  "--grpc-listen=127.0.0.1:" + std::to_string(grpc_port),
                                  "--controller-addr=127.0.0.1:" + std::to_string(controller_port),
-                                 "--object-store=" + store},
+                                 "--object-store=" + store,
+                                 // The test registers artifacts from its temp dir by URI.
+                                 "--allowed-input-root=file://" + dir_.string()},
         dir_ / "apiserver.log");
     controller_ = std::make_unique<Process>(
         std::vector<std::string>{
             bin + "/analyzer-controller", "--runtime=local",
             "--state-dir=" + (dir_ / "state").string(), "--object-store=" + store,
+            "--allowed-input-root=file://" + dir_.string(),
             "--api-server=127.0.0.1:" + std::to_string(grpc_port),
             "--grpc-listen=127.0.0.1:" + std::to_string(controller_port),
             "--http-listen=127.0.0.1:" + std::to_string(FreePort()),

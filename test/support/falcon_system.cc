@@ -22,13 +22,14 @@ void FalconSystem::StartSystem(int n_controllers, std::vector<std::string> contr
     ports.push_back({FreePort(), FreePort()});
     addrs += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(ports.back().first);
   }
-  apiserver_ = std::make_unique<Process>(
-      std::vector<std::string>{
-          kBin + "/falcon-apiserver", "--db=sqlite://" + (dir_ / "falcon.db").string(),
-          "--http-listen=127.0.0.1:" + std::to_string(http_port_),
-          "--grpc-listen=127.0.0.1:" + std::to_string(api_grpc_port_), "--controller-addr=" + addrs,
-          "--object-store=file://" + objects_.string()},
-      dir_ / "apiserver.log");
+  if (input_roots_.empty()) input_roots_ = {"file://" + dir_.string()};
+  std::vector<std::string> argv = {
+      kBin + "/falcon-apiserver", "--db=sqlite://" + (dir_ / "falcon.db").string(),
+      "--http-listen=127.0.0.1:" + std::to_string(http_port_),
+      "--grpc-listen=127.0.0.1:" + std::to_string(api_grpc_port_), "--controller-addr=" + addrs,
+      "--object-store=file://" + objects_.string()};
+  for (const auto& r : input_roots_) argv.push_back("--allowed-input-root=" + r);
+  apiserver_ = std::make_unique<Process>(argv, dir_ / "apiserver.log");
   ASSERT_TRUE(WaitFor([&] { return HttpStatus(http_port_, "/readyz") == 200; }, 30s))
       << "API server not ready:\n"
       << apiserver_->Log();
@@ -52,6 +53,7 @@ void FalconSystem::StartController(int i) {
                                    "--resync-interval=1",
                                    "--log-upload-interval=1",
                                    "--identity=c" + std::to_string(i)};
+  for (const auto& r : input_roots_) argv.push_back("--allowed-input-root=" + r);
   argv.insert(argv.end(), runtime_flags_.begin(), runtime_flags_.end());
   argv.insert(argv.end(), flags_.begin(), flags_.end());
   c.proc = std::make_unique<Process>(argv, dir_ / ("controller" + std::to_string(i) + ".log"));

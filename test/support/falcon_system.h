@@ -1,7 +1,7 @@
 // A base for test fixtures that run the system through real processes: falcon-apiserver (SQLite in
 // dir_, objects in objects_) and N analyzer-controllers on free loopback ports, driven over the API
 // server's HTTP API. The fixture sets dir_, objects_ and runtime_flags_ (the controller's runtime
-// and where its Pods go), calls StartSystem, and StopSystem in its TearDown.
+// and where its Pods go), optionally input_roots_, calls StartSystem, and StopSystem in its TearDown.
 #pragma once
 
 #include <chrono>
@@ -63,6 +63,9 @@ class FalconSystem {
  protected:
   std::filesystem::path dir_, objects_;
   std::vector<std::string> runtime_flags_;
+  // --allowed-input-root of the API server and every controller; empty: file://<dir_> (AddArtifact
+  // registers files of the test's temp dir).
+  std::vector<std::string> input_roots_;
   int http_port_ = 0, api_grpc_port_ = 0;
   std::vector<std::string> flags_;
   std::unique_ptr<Process> apiserver_;
