@@ -17,6 +17,7 @@
 #include "apiserver/http_server.h"
 #include "apiserver/metrics.h"
 #include "apiserver/options.h"
+#include "apiserver/service.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "objstore/object_store.h"
@@ -126,7 +127,9 @@ int main(int argc, char** argv) {
       falcon::apiserver::ControllerClient::Create(controller_addr, controller_options, clock, metrics);
   if (!controller.ok()) return Fail(std::string(controller.status().message()));
 
-  falcon::apiserver::FalconApiService service(**store, objects->get(), clock, random, metrics);
+  // One service object behind both transports: the HTTP routes and the gRPC methods are adapters over it.
+  falcon::apiserver::ApiService api(**store, objects->get(), controller->get(), clock, random);
+  falcon::apiserver::FalconApiService service(api, metrics);
   grpc::ServerBuilder builder;
   int grpc_bound = 0;
   builder.AddListeningPort(grpc_listen, grpc::InsecureServerCredentials(), &grpc_bound);
@@ -139,8 +142,7 @@ int main(int argc, char** argv) {
 
   falcon::apiserver::HttpServerOptions http_options;
   http_options.threads = http_threads;
-  falcon::apiserver::HttpServer http(**store, objects->get(), controller->get(), clock, random, metrics,
-                                     http_options);
+  falcon::apiserver::HttpServer http(api, metrics, http_options);
   auto http_bound = http.Bind(http_host, http_port);
   if (!http_bound.ok()) {
     grpc_server->Shutdown();
