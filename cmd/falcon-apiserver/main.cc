@@ -18,6 +18,7 @@
 #include "apiserver/http_server.h"
 #include "apiserver/metrics.h"
 #include "apiserver/options.h"
+#include "apiserver/service.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "objstore/object_store.h"
@@ -154,7 +155,8 @@ int main(int argc, char** argv) {
       falcon::apiserver::ControllerClient::Create(controller_addr, controller_options, clock, metrics);
   if (!controller.ok()) return Fail(std::string(controller.status().message()));
 
-  // One ApiService for both transports, so both apply the same options.
+  // One service object behind both transports: the HTTP routes and the gRPC methods are adapters over it,
+  // so both apply the same options.
   falcon::apiserver::ApiService api(**store, objects->get(), controller->get(), clock, random, service_options);
   falcon::apiserver::FalconApiService service(api, metrics);
   grpc::ServerBuilder builder;

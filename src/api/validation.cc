@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "api/json_codec.h"
+#include "common/quantity.h"
 
 namespace falcon::api {
 namespace {
@@ -49,66 +50,11 @@ absl::Status ValidateWord(absl::string_view value, absl::string_view field, size
   return absl::OkStatus();
 }
 
-// "<number><suffix>" -> the value in base units; bounded so no conversion can overflow.
+// "<number><suffix>" -> the value in base units: the one grammar (common/quantity.h), bounded so no
+// conversion can overflow.
 absl::StatusOr<long double> ParseQuantity(absl::string_view q, absl::string_view what) {
-  auto bad = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "invalid ", what, " quantity ", Quote(q),
-        ": use a Kubernetes quantity such as 500m, 2, 1.5 (cpu) or 256Mi, 1Gi, 500M (memory)"));
-  };
-  if (q.empty() || q.size() > kMaxQuantityChars) return bad();
-  size_t i = q[0] == '+' ? 1 : 0;
-  std::string digits;
-  int frac_digits = 0;
-  bool dot = false;
-  for (; i < q.size(); ++i) {
-    char c = q[i];
-    if (std::isdigit(static_cast<unsigned char>(c))) {
-      digits += c;
-      if (dot) ++frac_digits;
-    } else if (c == '.' && !dot) {
-      dot = true;
-    } else {
-      break;
-    }
-  }
-  if (digits.empty() || digits.size() > 18) return bad();
-  long double value = static_cast<long double>(std::stoll(digits)) / std::pow(10.0L, frac_digits);
-  absl::string_view suf = q.substr(i);
-  static constexpr struct {
-    const char* suffix;
-    long double mult;
-  } kSuffixes[] = {{"", 1},
-                   {"m", 1e-3L},
-                   {"k", 1e3L},
-                   {"M", 1e6L},
-                   {"G", 1e9L},
-                   {"T", 1e12L},
-                   {"P", 1e15L},
-                   {"E", 1e18L},
-                   {"Ki", 1024.0L},
-                   {"Mi", 1024.0L * 1024},
-                   {"Gi", 1024.0L * 1024 * 1024},
-                   {"Ti", 1024.0L * 1024 * 1024 * 1024},
-                   {"Pi", 1024.0L * 1024 * 1024 * 1024 * 1024}};
-  for (const auto& s : kSuffixes) {
-    if (suf == s.suffix) return value * s.mult;
-  }
-  if (suf.size() >= 2 && (suf[0] == 'e' || suf[0] == 'E')) {
-    absl::string_view exp = suf.substr(1);
-    bool neg = false;
-    if (exp[0] == '+' || exp[0] == '-') {
-      neg = exp[0] == '-';
-      exp = exp.substr(1);
-    }
-    if (exp.empty() || exp.size() > 2) return bad();
-    for (char c : exp) {
-      if (!std::isdigit(static_cast<unsigned char>(c))) return bad();
-    }
-    int e = std::stoi(std::string(exp));
-    return value * std::pow(10.0L, neg ? -e : e);
-  }
-  return bad();
+  return ::falcon::ParseQuantity(std::string_view(q.data(), q.size()),
+                                 std::string_view(what.data(), what.size()));
 }
 
 absl::StatusOr<int64_t> Bounded(absl::string_view q, absl::string_view what, long double units,

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/grpc_status.h"
+#include "net/retry.h"
 
 namespace falcon::apiserver {
 
@@ -49,17 +52,20 @@ absl::StatusOr<Resp> ControllerClient::Call(const char* method,
                                             grpc::Status (Stub::*fn)(grpc::ClientContext*, const Req&,
                                                                      Resp*),
                                             const Req& req, bool idempotent) {
-  const Time give_up = clock_.Now() + options_.retry_budget;
+  // The budget is measured on monotonic time: a wall-clock step neither cuts a call short nor prolongs it.
+  const MonoTime give_up = clock_.MonotonicNow() + options_.retry_budget;
   std::vector<std::string> last_error(addresses_.size());
   std::vector<bool> hung(addresses_.size(), false);  // no answer within call_timeout during this call
   size_t hung_count = 0;
-  auto backoff = options_.initial_backoff;
   size_t start;
   {
     std::lock_guard<std::mutex> l(mu_);
     start = preferred_;
   }
-  for (int round = 0;; ++round) {
+  // One round tries every replica once. A replica's answer (OK or its error) ends the call; a round in
+  // which none answered is UNAVAILABLE, and only that is retried, after net::Backoff's delay.
+  std::optional<absl::StatusOr<Resp>> answer;
+  auto round = [&]() -> absl::Status {
     for (size_t k = 0; k < addresses_.size(); ++k) {
       size_t i = (start + k) % addresses_.size();
       if (hung[i] && hung_count < addresses_.size()) continue;  // unless every replica hung
@@ -77,7 +83,7 @@ absl::StatusOr<Resp> ControllerClient::Call(const char* method,
           hung[i] = true;
           ++hung_count;
         }
-        if (clock_.Now() >= give_up) break;
+        if (clock_.MonotonicNow() >= give_up) break;
         continue;
       }
       if (s.error_code() != grpc::StatusCode::UNAVAILABLE) {
@@ -86,17 +92,24 @@ absl::StatusOr<Resp> ControllerClient::Call(const char* method,
           preferred_ = i;
         }
         metrics_.ObserveControllerCall(method, CodeName(static_cast<absl::StatusCode>(s.error_code())));
-        if (!s.ok()) return FromGrpcStatus(s);
-        return resp;
+        if (s.ok()) {
+          answer = std::move(resp);
+        } else {
+          answer = FromGrpcStatus(s);
+        }
+        return absl::OkStatus();
       }
       last_error[i] = s.error_message();
       spdlog::debug("controller unavailable method={} address={} error=\"{}\"", method, addresses_[i],
                     s.error_message());
     }
-    if (clock_.Now() + backoff > give_up) break;
-    clock_.SleepFor(backoff, [] { return false; });
-    backoff = std::min(backoff * 2, options_.max_backoff);
-  }
+    return absl::UnavailableError("no controller replica accepted the call");
+  };
+  const net::Backoff backoff(options_.initial_backoff, options_.max_backoff, /*random=*/nullptr);
+  net::RetryOptions retry;
+  retry.retryable = [](const absl::Status& s) { return absl::IsUnavailable(s); };
+  (void)net::RetryUntil(clock_, give_up, backoff, round, retry);
+  if (answer) return std::move(*answer);
   metrics_.ObserveControllerCall(method, "UNAVAILABLE");
   std::string msg = fmt::format("no analyzer controller accepted {} within {:.1f} s; tried ", method,
                                 options_.retry_budget.count() / 1000.0);

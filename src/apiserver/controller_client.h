@@ -3,7 +3,8 @@
 // answers UNAVAILABLE, so each call goes to the replica that accepts it:
 //   - the addresses are tried in turn, starting with the one that answered last;
 //   - UNAVAILABLE moves on to the next address; after a full round without an answer the client sleeps
-//     (capped exponential backoff on the injected Clock) and tries again, for at most `retry_budget` in total;
+//     (net::Backoff, capped exponential, through net::RetryUntil on the injected Clock's monotonic time) and
+//     tries again, for at most `retry_budget` in total;
 //   - a replica that does not answer within `call_timeout` (a hung or paused process: the connection is up
 //     but nothing comes back) is left out of the rest of the call's rounds while another replica remains,
 //     and the call moves on — but only for idempotent calls: Cancel, Delete, GetAnalysisLogs, the plugin

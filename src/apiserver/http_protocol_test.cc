@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "apiserver/http_server.h"
+#include "apiserver/testing/http_server_fixture.h"
 
 namespace falcon::apiserver {
 namespace {
@@ -86,32 +87,12 @@ json FirstBody(const std::string& raw) {
                      nullptr, false);
 }
 
-class HttpProtocolTest : public ::testing::Test {
+class HttpProtocolTest : public testing::HttpServerFixture {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/falcon-apiserver-proto-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    auto store = store::OpenStore("sqlite://" + (dir_ / "falcon.db").string());
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    std::filesystem::create_directories(dir_ / "objects");
-    auto objects = objstore::OpenObjectStore("file://" + (dir_ / "objects").string());
-    ASSERT_TRUE(objects.ok()) << objects.status();
-    objects_ = std::move(*objects);
-    http_ = std::make_unique<HttpServer>(*store_, objects_.get(), nullptr, clock_, random_, metrics_);
-    auto port = http_->Bind("127.0.0.1", 0);
-    ASSERT_TRUE(port.ok()) << port.status();
-    port_ = *port;
-    thread_ = std::thread([this] { http_->Run(); });
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", port_);
-    client_->set_read_timeout(10, 0);
-  }
-  void TearDown() override {
-    http_->Stop();
-    if (thread_.joinable()) thread_.join();
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
+    HttpServerFixture::SetUp();
+    if (HasFatalFailure()) return;
+    StartHttp(/*controller=*/nullptr);
   }
 
   std::pair<int, json> Do(const std::string& method, const std::string& path, const std::string& body = "",
@@ -133,28 +114,7 @@ class HttpProtocolTest : public ::testing::Test {
     ASSERT_EQ(code, 201) << j;
   }
 
-  static void ExpectError(const std::pair<int, json>& got, int status, const std::string& code,
-                          const std::string& in_message = "") {
-    EXPECT_EQ(got.first, status) << got.second;
-    ASSERT_TRUE(got.second.is_object() && got.second.contains("error")) << got.second;
-    EXPECT_EQ(got.second["error"]["code"], code) << got.second;
-    if (!in_message.empty()) {
-      EXPECT_NE(got.second["error"]["message"].get<std::string>().find(in_message), std::string::npos)
-          << "message should mention \"" << in_message << "\": " << got.second;
-    }
-  }
-
-  std::filesystem::path dir_;
-  FakeClock clock_;
-  FakeRandom random_;
-  Metrics metrics_;
-  std::unique_ptr<store::Store> store_;
-  std::unique_ptr<objstore::ObjectStore> objects_;
-  std::unique_ptr<HttpServer> http_;
-  std::thread thread_;
-  std::unique_ptr<httplib::Client> client_;
   httplib::Headers last_headers_;
-  int port_ = 0;
 };
 
 // A refused upload whose body is itself an HTTP request: the body must never be executed, and the next

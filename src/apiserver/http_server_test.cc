@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,6 +19,7 @@
 #include <thread>
 
 #include "apiserver/controller_client.h"
+#include "apiserver/testing/http_server_fixture.h"
 #include "common/ids.h"
 #include "falcon/analyzer/v1/analyzer.grpc.pb.h"
 #include "google/protobuf/util/time_util.h"
@@ -170,20 +172,11 @@ int ClosedPort() {
   return ntohs(addr.sin_port);
 }
 
-class ApiserverHttpTest : public ::testing::Test {
+class ApiserverHttpTest : public testing::HttpServerFixture {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/falcon-apiserver-http-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-    auto store = store::OpenStore("sqlite://" + (dir_ / "falcon.db").string());
-    ASSERT_TRUE(store.ok()) << store.status();
-    store_ = std::move(*store);
-    std::filesystem::create_directories(dir_ / "objects");
-    auto objects = objstore::OpenObjectStore("file://" + (dir_ / "objects").string());
-    ASSERT_TRUE(objects.ok()) << objects.status();
-    objects_ = std::move(*objects);
-
+    HttpServerFixture::SetUp();
+    if (HasFatalFailure()) return;
     fake_ = std::make_unique<FakeController>(*store_, clock_, random_);
     fake_server_ = Serve(fake_.get(), &fake_port_);
     standby_server_ = Serve(&standby_, &standby_port_);
@@ -202,14 +195,7 @@ class ApiserverHttpTest : public ::testing::Test {
     auto c = ControllerClient::Create(controller_addrs, copts, system_clock_, metrics_);
     ASSERT_TRUE(c.ok()) << c.status();
     controller_ = std::move(*c);
-    http_ = std::make_unique<HttpServer>(*store_, objects_.get(), controller_.get(), clock_, random_,
-                                         metrics_, options);
-    auto port = http_->Bind("127.0.0.1", 0);
-    ASSERT_TRUE(port.ok()) << port.status();
-    port_ = *port;
-    http_thread_ = std::thread([this] { http_->Run(); });
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", *port);
-    client_->set_read_timeout(30, 0);
+    HttpServerFixture::StartHttp(controller_.get(), options, std::chrono::seconds(30));
   }
 
   void StartHttpWithReplicas() {
@@ -218,13 +204,11 @@ class ApiserverHttpTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (http_) http_->Stop();
-    if (http_thread_.joinable()) http_thread_.join();
+    StopHttp();
     auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(5);
     if (fake_server_) fake_server_->Shutdown(deadline);
     if (standby_server_) standby_server_->Shutdown(deadline);
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
+    HttpServerFixture::TearDown();
   }
 
   // Sends a request; returns status and parsed JSON (null when the body is not JSON).
@@ -247,22 +231,12 @@ class ApiserverHttpTest : public ::testing::Test {
     ASSERT_EQ(code, 201) << j;
   }
 
-  std::filesystem::path dir_;
-  FakeClock clock_;
   SystemClock system_clock_;
-  FakeRandom random_;
-  Metrics metrics_;
-  std::unique_ptr<store::Store> store_;
-  std::unique_ptr<objstore::ObjectStore> objects_;
   std::unique_ptr<FakeController> fake_;
   StandbyController standby_;
   std::unique_ptr<grpc::Server> fake_server_, standby_server_;
   int fake_port_ = 0, standby_port_ = 0;
   std::unique_ptr<ControllerClient> controller_;
-  std::unique_ptr<HttpServer> http_;
-  std::thread http_thread_;
-  std::unique_ptr<httplib::Client> client_;
-  int port_ = 0;
 };
 
 // POSTs over a plain socket and reads the answer to EOF ("Connection: close"): shows what any client sees
@@ -277,6 +251,9 @@ std::pair<int, json> RawPost(int port, const std::string& path, const std::strin
     close(fd);
     return {0, nullptr};
   }
+  timeval bound{10, 0};  // a server that never closes fails the test instead of hanging it
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof(bound));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &bound, sizeof(bound));
   std::string req = "POST " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n" +
                     "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
   size_t sent = 0;
@@ -294,17 +271,6 @@ std::pair<int, json> RawPost(int port, const std::string& path, const std::strin
   auto split = resp.find("\r\n\r\n");
   return {status, split == std::string::npos ? json(nullptr)
                                              : json::parse(resp.substr(split + 4), nullptr, false)};
-}
-
-void ExpectError(const std::pair<int, json>& got, int status, const std::string& code,
-                 const std::string& in_message = "") {
-  EXPECT_EQ(got.first, status) << got.second;
-  ASSERT_TRUE(got.second.is_object() && got.second.contains("error")) << got.second;
-  EXPECT_EQ(got.second["error"]["code"], code) << got.second;
-  if (!in_message.empty()) {
-    EXPECT_NE(got.second["error"]["message"].get<std::string>().find(in_message), std::string::npos)
-        << "message should mention \"" << in_message << "\": " << got.second;
-  }
 }
 
 TEST_F(ApiserverHttpTest, ExpAndArtifactRegistration) {

@@ -86,6 +86,10 @@ absl::Status ApiClient::TransportError(const absl::Status& s, const std::string&
   // curl's reason is the part after "METHOD URL: ".
   std::string reason(s.message());
   if (size_t colon = reason.find(": "); colon != std::string::npos) reason = reason.substr(colon + 2);
+  if (absl::IsResourceExhausted(s)) {
+    return absl::ResourceExhaustedError("the answer of falcon-apiserver at " + server_ + " to " + method + " " +
+                                        path + " is too large: " + reason);
+  }
   switch (net::TransportFailureOf(s)) {
     case net::TransportFailure::kConnect:
       return absl::UnavailableError("falcon-apiserver is unreachable at " + server_ + " (" + reason + ")." + hint);

@@ -115,7 +115,7 @@ int Create(Context& ctx, const AnalysisOptions& o) {
 
   auto client = ctx.Client();
   if (!client.ok()) return ctx.Fail(client.status());
-  Time start = ctx.Now();
+  MonoTime start = ctx.MonotonicNow();
   auto r = (*client)->Send("POST", "/v1/analyses", body);
   if (!r.ok()) {
     absl::Status s = r.status();
@@ -250,7 +250,7 @@ int Logs(Context& ctx, const AnalysisOptions& o) {
   if (!timeout.ok()) return ctx.Usage(std::string(timeout.status().message()));
   if (o.follow) {
     bool timed_out = false;
-    auto rec = FollowLogs(ctx, o.id, ctx.Now(), *timeout, &timed_out);
+    auto rec = FollowLogs(ctx, o.id, ctx.MonotonicNow(), *timeout, &timed_out);
     if (!rec.ok()) return ctx.Fail(rec.status());
     if (timed_out) {
       ctx.err() << "stopped following after " << o.timeout << "; analysis " << o.id << " is still running\n";
@@ -271,7 +271,7 @@ int Logs(Context& ctx, const AnalysisOptions& o) {
 int Wait(Context& ctx, const AnalysisOptions& o) {
   auto timeout = ParseTimeoutFlag(o.timeout);
   if (!timeout.ok()) return ctx.Usage(std::string(timeout.status().message()));
-  return WaitUntilTerminal(ctx, o.id, ctx.Now(), *timeout, o.timeout);
+  return WaitUntilTerminal(ctx, o.id, ctx.MonotonicNow(), *timeout, o.timeout);
 }
 
 int Results(Context& ctx, const AnalysisOptions& o) {

@@ -45,7 +45,8 @@ class Context {
   std::ostream& out() { return *io_.out; }
   std::ostream& err() { return *io_.err; }
   GlobalOptions& globals() { return globals_; }
-  Time Now() const { return io_.clock->Now(); }
+  // Monotonic now, for what --wait/--follow measure (elapsed time, timeouts): a wall-clock step moves neither.
+  MonoTime MonotonicNow() const { return io_.clock->MonotonicNow(); }
 
   // The client of the server chosen by --server, $FALCON_SERVER, the config file or the default, made on
   // first use. INVALID_ARGUMENT for an address that is not http(s), the config file's errors otherwise.

@@ -145,9 +145,9 @@ absl::StatusOr<json> GetAnalysis(Context& ctx, const std::string& id) {
   return *r;
 }
 
-int ExitForFinal(Context& ctx, const json& record, Time start) {
+int ExitForFinal(Context& ctx, const json& record, MonoTime start) {
   std::string state = AnalysisStatus(record);
-  auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(ctx.Now() - start);
+  auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(ctx.MonotonicNow() - start);
   std::ostream& err = ctx.err();
   err << "analysis " << Str(record, "analysis_id") << ": " << state << " after " << HumanDuration(elapsed);
   std::string msg = Str(record, "error_message");
@@ -158,7 +158,7 @@ int ExitForFinal(Context& ctx, const json& record, Time start) {
   return kExitAnalysisFailed;
 }
 
-int WaitUntilTerminal(Context& ctx, const std::string& id, Time start, std::optional<std::chrono::seconds> timeout,
+int WaitUntilTerminal(Context& ctx, const std::string& id, MonoTime start, std::optional<std::chrono::seconds> timeout,
                       const std::string& timeout_text) {
   std::ostream& err = ctx.err();
   std::string last_state;
@@ -166,7 +166,7 @@ int WaitUntilTerminal(Context& ctx, const std::string& id, Time start, std::opti
   bool line_open = false;
   while (true) {
     auto rec = GetAnalysis(ctx, id);
-    auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(ctx.Now() - start);
+    auto elapsed = std::chrono::duration_cast<std::chrono::seconds>(ctx.MonotonicNow() - start);
     if (!rec.ok()) {
       if (rec.status().code() == absl::StatusCode::kUnavailable && ++failures <= kMaxPollFailures) {
         ctx.Sleep();
@@ -201,7 +201,7 @@ int WaitUntilTerminal(Context& ctx, const std::string& id, Time start, std::opti
   }
 }
 
-absl::StatusOr<json> FollowLogs(Context& ctx, const std::string& id, Time start,
+absl::StatusOr<json> FollowLogs(Context& ctx, const std::string& id, MonoTime start,
                                 std::optional<std::chrono::seconds> timeout, bool* timed_out) {
   FALCON_ASSIGN_OR_RETURN(ApiClient * c, ctx.Client());
   std::ostream& out = ctx.out();
@@ -241,7 +241,7 @@ absl::StatusOr<json> FollowLogs(Context& ctx, const std::string& id, Time start,
       }
       if (!chunk->content.empty()) continue;  // more may be waiting: read again at once
     }
-    if (timeout && ctx.Now() - start >= *timeout) {
+    if (timeout && ctx.MonotonicNow() - start >= *timeout) {
       *timed_out = true;
       return json::object();
     }

@@ -69,17 +69,17 @@ absl::StatusOr<nlohmann::json> GetAnalysis(Context& ctx, const std::string& id);
 
 // Prints "analysis ID: STATE after D[: error]" on stderr and returns the exit code for a terminal record
 // (kExitOk, kExitAnalysisFailed or kExitAnalysisCancelled).
-int ExitForFinal(Context& ctx, const nlohmann::json& record, Time start);
+int ExitForFinal(Context& ctx, const nlohmann::json& record, MonoTime start);
 
 // Polls until the analysis is terminal, showing its state changes on stderr (one line rewritten in place on
 // a terminal); a restarting server is retried a while. Returns the exit code; after `timeout` kExitTimeout,
 // naming `timeout_text` (the flag as given).
-int WaitUntilTerminal(Context& ctx, const std::string& id, Time start, std::optional<std::chrono::seconds> timeout,
+int WaitUntilTerminal(Context& ctx, const std::string& id, MonoTime start, std::optional<std::chrono::seconds> timeout,
                       const std::string& timeout_text);
 
 // Streams the log to stdout from its start until it is complete (no gap, no duplicate) and returns the final
 // record. When `timeout` passes first, sets *timed_out and returns an empty object.
-absl::StatusOr<nlohmann::json> FollowLogs(Context& ctx, const std::string& id, Time start,
+absl::StatusOr<nlohmann::json> FollowLogs(Context& ctx, const std::string& id, MonoTime start,
                                           std::optional<std::chrono::seconds> timeout, bool* timed_out);
 
 // A local script to submit with an analysis.

@@ -25,9 +25,18 @@ MonoTime FakeClock::MonotonicNow() {
 
 bool FakeClock::SleepFor(Duration d, const std::function<bool()>& wake) {
   std::unique_lock<std::mutex> l(mu_);
+  if (advance_on_sleep_) {
+    if (wake && wake()) return true;
+    if (d > Duration::zero()) {
+      now_ += std::chrono::duration_cast<Time::duration>(d);
+      mono_ += std::chrono::duration_cast<MonoTime::duration>(d);
+    }
+    cv_.notify_all();
+    return false;
+  }
   // On monotonic time, so that SetWallTime() neither wakes nor prolongs a sleep.
   MonoTime deadline = mono_ + std::chrono::duration_cast<MonoTime::duration>(d);
-  ++sleepers_;
+  auto it = sleeping_.insert(deadline);
   cv_.notify_all();
   bool woken = false;
   cv_.wait(l, [&] {
@@ -37,7 +46,7 @@ bool FakeClock::SleepFor(Duration d, const std::function<bool()>& wake) {
     }
     return mono_ >= deadline;
   });
-  --sleepers_;
+  sleeping_.erase(it);
   return woken;
 }
 
@@ -60,7 +69,17 @@ void FakeClock::SetWallTime(Time t) {
 
 int FakeClock::Sleepers() {
   std::lock_guard<std::mutex> l(mu_);
-  return sleepers_;
+  return static_cast<int>(sleeping_.size());
+}
+
+bool FakeClock::Settled(int n) {
+  std::lock_guard<std::mutex> l(mu_);
+  return static_cast<int>(sleeping_.size()) == n && (sleeping_.empty() || *sleeping_.begin() > mono_);
+}
+
+void FakeClock::SetAdvanceOnSleep(bool on) {
+  std::lock_guard<std::mutex> l(mu_);
+  advance_on_sleep_ = on;
 }
 
 }  // namespace falcon

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <random>
+#include <set>
 
 #include "common/rfc3339.h"
 
@@ -52,7 +53,9 @@ class SystemClock : public Clock {
 };
 
 // A clock that only moves when Advance() is called; Advance moves wall and monotonic time together and
-// wakes sleepers whose deadline passed. SetWallTime() steps wall time alone, as NTP would. Thread-safe.
+// wakes sleepers whose deadline passed. SetWallTime() steps wall time alone, as NTP would. With
+// SetAdvanceOnSleep(true), SleepFor instead advances the clock by the slept duration and returns at once
+// (for code that runs on the test's own thread). Thread-safe.
 class FakeClock : public Clock {
  public:
   explicit FakeClock(Time start = Time(std::chrono::seconds(1'700'000'000))) : now_(start) {}
@@ -65,6 +68,11 @@ class FakeClock : public Clock {
   void SetWallTime(Time t);
   // Number of threads currently blocked in SleepFor (lets tests wait until a loop is parked).
   int Sleepers();
+  // True when exactly `n` threads are blocked in SleepFor and none of them is due: every loop has done
+  // what the last Advance allowed and waits for a later one.
+  bool Settled(int n);
+  // SleepFor advances the clock by the slept duration and returns at once (after checking its predicate).
+  void SetAdvanceOnSleep(bool on);
 
  private:
   std::mutex mu_;
@@ -72,7 +80,8 @@ class FakeClock : public Clock {
   Time now_;
   // Starts far from zero so that code subtracting a duration from it stays on the clock.
   MonoTime mono_ = MonoTime(std::chrono::hours(24 * 365));
-  int sleepers_ = 0;
+  std::multiset<MonoTime> sleeping_;  // the deadlines of the threads in SleepFor
+  bool advance_on_sleep_ = false;
 };
 
 // Injected randomness (jitter, ids). Thread-safe.

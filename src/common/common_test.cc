@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <thread>
 
 #include "common/clock.h"
@@ -28,6 +29,49 @@ TEST(Quantity, Memory) {
   auto bad = ParseMemoryBytes("1GB");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("1GB"), std::string::npos);
+}
+
+// Malformed and oversize quantities are INVALID_ARGUMENT naming the value: nothing throws (these inputs
+// once reached std::stod/std::stoi, which throw on them).
+TEST(Quantity, MalformedInputIsAnErrorNotAnException) {
+  const std::string cases[] = {".",
+                               "+",
+                               "-1",
+                               "1e",
+                               "1e-",
+                               "1e+",
+                               "1e999",
+                               "1e99999999999999999999",
+                               "1.2.3",
+                               "1 Gi",
+                               "Gi",
+                               "1mm",
+                               "1e3Gi",
+                               std::string(19, '9'),
+                               std::string(33, '1'),
+                               std::string(400, '9'),
+                               std::string("1\0", 2),
+                               "\xff"};
+  for (const std::string& q : cases) {
+    absl::StatusOr<int64_t> cpu, mem;
+    ASSERT_NO_THROW(cpu = ParseCpuMillis(q)) << q;
+    ASSERT_NO_THROW(mem = ParseMemoryBytes(q)) << q;
+    EXPECT_EQ(cpu.status().code(), absl::StatusCode::kInvalidArgument) << q;
+    EXPECT_EQ(mem.status().code(), absl::StatusCode::kInvalidArgument) << q;
+    EXPECT_NE(cpu.status().message().find("cpu quantity"), std::string::npos) << cpu.status();
+  }
+  // Within the grammar but beyond int64.
+  auto huge = ParseMemoryBytes("999999999999999999E");
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(huge.status().message().find("too large"), std::string::npos) << huge.status();
+  // The edges of the grammar that are accepted.
+  EXPECT_EQ(*ParseMemoryBytes("+1Ki"), 1024);
+  EXPECT_EQ(*ParseMemoryBytes("5."), 5);
+  EXPECT_EQ(*ParseCpuMillis(".5"), 500);
+  EXPECT_EQ(*ParseCpuMillis("1e-3"), 1);
+  EXPECT_EQ(*ParseMemoryBytes("1E+2"), 100);
+  EXPECT_EQ(*ParseMemoryBytes(std::string(18, '9')), 999'999'999'999'999'999);
 }
 
 TEST(Ids, UuidV7IsTimeOrdered) {
@@ -78,6 +122,40 @@ TEST(Clock, FakeClockAdvancesMonotonicTimeAndIgnoresWallSteps) {
   clock.SetWallTime(w0 - std::chrono::hours(1));
   EXPECT_EQ(clock.MonotonicNow() - m0, std::chrono::seconds(3));
   SleepAndAdvance(clock, std::chrono::seconds(1));
+}
+
+TEST(Clock, FakeClockSettledMeansEverySleeperWaitsForALaterAdvance) {
+  FakeClock clock;
+  EXPECT_TRUE(clock.Settled(0));
+  std::atomic<int> woke{0};
+  std::thread t([&] {
+    clock.SleepFor(std::chrono::seconds(2), nullptr);
+    ++woke;
+    clock.SleepFor(std::chrono::seconds(5), nullptr);
+    ++woke;
+  });
+  EXPECT_TRUE(testsupport::WaitFor("the thread to sleep", [&] { return clock.Settled(1); },
+                                   std::chrono::seconds(10), std::chrono::milliseconds(1)));
+  EXPECT_FALSE(clock.Settled(2));
+  clock.Advance(std::chrono::seconds(2));
+  EXPECT_TRUE(testsupport::WaitFor("the thread to sleep again", [&] { return woke == 1 && clock.Settled(1); },
+                                   std::chrono::seconds(10), std::chrono::milliseconds(1)));
+  clock.Advance(std::chrono::seconds(5));
+  t.join();
+  EXPECT_EQ(woke, 2);
+  EXPECT_TRUE(clock.Settled(0));
+}
+
+TEST(Clock, FakeClockAdvanceOnSleepReturnsAtOnceHavingAdvanced) {
+  FakeClock clock;
+  clock.SetAdvanceOnSleep(true);
+  MonoTime m0 = clock.MonotonicNow();
+  Time w0 = clock.Now();
+  EXPECT_FALSE(clock.SleepFor(std::chrono::seconds(7), nullptr));
+  EXPECT_EQ(clock.MonotonicNow() - m0, std::chrono::seconds(7));
+  EXPECT_EQ(clock.Now() - w0, std::chrono::seconds(7));
+  EXPECT_TRUE(clock.SleepFor(std::chrono::seconds(7), [] { return true; })) << "woken by its predicate";
+  EXPECT_EQ(clock.MonotonicNow() - m0, std::chrono::seconds(7)) << "a woken sleep does not advance";
 }
 
 TEST(Clock, SystemClockMonotonicNeverGoesBack) {

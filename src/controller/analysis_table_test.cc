@@ -83,6 +83,29 @@ TEST(OverrideStoreTest, RefusesNonUuidIdsAndReportsACorruptObject) {
   EXPECT_NE(std::string(bad.status().message()).find("cpu_limit"), std::string::npos) << bad.status();
 }
 
+TEST(OverrideStoreTest, AnOversizeObjectIsRefusedNamingTheLimit) {
+  testing::MemoryObjectStore mem;
+  OverrideStore o(mem);
+  const std::string id = "0192f3c4-5d6e-7abc-8def-0123456789ab";
+  const std::string body = R"({"cpu_limit":"1"})";
+  // Padding up to exactly the limit still parses.
+  mem.Set(OverrideStore::KeyFor(id), std::string(kMaxOverrideBytes - body.size(), ' ') + body);
+  auto got = o.Get(id);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->has_value());
+  EXPECT_EQ((*got)->cpu_limit(), "1");
+  // One byte more (or 8 MiB more) is refused without being parsed.
+  for (size_t extra : {size_t{1}, size_t{8} << 20}) {
+    mem.Set(OverrideStore::KeyFor(id), std::string(kMaxOverrideBytes - body.size() + extra, ' ') + body);
+    auto big = o.Get(id);
+    ASSERT_FALSE(big.ok());
+    EXPECT_EQ(big.status().code(), absl::StatusCode::kInternal);
+    EXPECT_NE(std::string(big.status().message()).find(std::to_string(kMaxOverrideBytes) + " bytes"),
+              std::string::npos)
+        << big.status();
+  }
+}
+
 TEST(OverrideStoreTest, HasAnyResource) {
   api::v1::Resources r;
   EXPECT_FALSE(HasAnyResource(r));

@@ -80,7 +80,9 @@ void Controller::OnStoppedLeading() {
 
 void Controller::ControlLoop() {
   uint64_t handled_gen = 0;
-  Time next_resync = ctx_.deps.clock->Now();
+  // Resync and reconcile latency are measured on monotonic time: a wall-clock step neither skips nor
+  // floods resyncs.
+  MonoTime next_resync = ctx_.deps.clock->MonotonicNow();
   int recovery_failures = 0;
   while (!ctx_.stopping.load()) {
     uint64_t gen = leader_gen_.load();
@@ -91,7 +93,7 @@ void Controller::ControlLoop() {
         if (s.ok()) {
           handled_gen = gen;
           recovery_failures = 0;
-          next_resync = ctx_.deps.clock->Now() + ctx_.config.resync_interval;
+          next_resync = ctx_.deps.clock->MonotonicNow() + ctx_.config.resync_interval;
         } else {
           ++recovery_failures;
           wait = ctx_.backoff.Delay(recovery_failures);
@@ -105,13 +107,12 @@ void Controller::ControlLoop() {
         ctx_.admission.Clear();
       }
     } else if (ctx_.acting.load()) {
-      Time now = ctx_.deps.clock->Now();
-      if (now >= next_resync) {
+      if (ctx_.deps.clock->MonotonicNow() >= next_resync) {
         absl::Status s = recovery_.Resync();
         if (!s.ok()) spdlog::warn("resync failed: {}", std::string(s.message()));
-        next_resync = ctx_.deps.clock->Now() + ctx_.config.resync_interval;
+        next_resync = ctx_.deps.clock->MonotonicNow() + ctx_.config.resync_interval;
       }
-      wait = next_resync - ctx_.deps.clock->Now();
+      wait = next_resync - ctx_.deps.clock->MonotonicNow();
     }
     if (ctx_.stopping.load()) break;
     ctx_.deps.clock->SleepFor(std::max<Duration>(wait, std::chrono::milliseconds(1)), [&] {
@@ -148,10 +149,10 @@ void Controller::ProcessKey(const std::string& key) {
     ctx_.queue.Done(key);
     return;
   }
-  Time t0 = ctx_.deps.clock->Now();
+  MonoTime t0 = ctx_.deps.clock->MonotonicNow();
   Reconciler::Outcome out;
   absl::Status s = reconciler_.Reconcile(key, &out);
-  ctx_.deps.metrics->ObserveReconcileSeconds(Seconds(ctx_.deps.clock->Now() - t0));
+  ctx_.deps.metrics->ObserveReconcileSeconds(Seconds(ctx_.deps.clock->MonotonicNow() - t0));
   if (!s.ok()) {
     ctx_.deps.metrics->CountReconcileError();
     spdlog::warn("reconcile {} failed (retry {}): {}", key, ctx_.queue.NumRequeues(key) + 1,

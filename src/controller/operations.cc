@@ -185,8 +185,8 @@ absl::Status Operations::DeleteAnalysis(const std::string& id, bool purge) {
   }
   if (del.ok()) {
     // Wait (bounded) for the Pod to be gone, so nothing writes under the prefix after the purge.
-    Time until = ctx_.deps.clock->Now() + std::chrono::seconds(10);
-    while (ctx_.deps.clock->Now() < until) {
+    MonoTime until = ctx_.deps.clock->MonotonicNow() + std::chrono::seconds(10);
+    while (ctx_.deps.clock->MonotonicNow() < until) {
       auto p = ctx_.deps.runtime->Get(pod_name);
       if (absl::IsNotFound(p.status())) break;
       ctx_.deps.clock->SleepFor(std::chrono::milliseconds(100), [&] { return ctx_.stopping.load(); });

@@ -51,9 +51,14 @@ absl::Status OverrideStore::Put(const std::string& id, const api::v1::Resources&
 absl::StatusOr<std::optional<api::v1::Resources>> OverrideStore::Get(const std::string& id) {
   if (!IsCanonicalUuid(id)) return std::optional<api::v1::Resources>();
   std::ostringstream out;
-  absl::Status s = store_.Get(KeyFor(id), out);
+  // Read one byte more than the limit, to tell a full-size object from a larger one.
+  absl::Status s = store_.Get(KeyFor(id), out, 0, kMaxOverrideBytes + 1);
   if (absl::IsNotFound(s)) return std::optional<api::v1::Resources>();
   if (!s.ok()) return s;
+  if (out.tellp() > static_cast<std::streamoff>(kMaxOverrideBytes)) {
+    return absl::InternalError(absl::StrCat("the stored resource override ", KeyFor(id), " is larger than ",
+                                            kMaxOverrideBytes, " bytes; it was not written by a controller"));
+  }
   json j = json::parse(out.str(), nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) {
     return absl::InternalError(absl::StrCat("the stored resource override ", KeyFor(id), " is not a JSON object"));

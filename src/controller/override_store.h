@@ -20,6 +20,8 @@
 namespace falcon::controller {
 
 inline constexpr char kOverridesPrefix[] = "controller/overrides/";
+// The largest override object Get reads: four quantities of at most 32 characters need a few hundred bytes.
+inline constexpr int64_t kMaxOverrideBytes = 64 << 10;
 
 class OverrideStore {
  public:
@@ -32,7 +34,8 @@ class OverrideStore {
   // error otherwise.
   absl::Status Put(const std::string& id, const api::v1::Resources& r);
   // The stored override of `id`; nullopt if none is stored. The store's error (e.g. UNAVAILABLE) when it
-  // cannot tell, INTERNAL when the object does not parse.
+  // cannot tell, INTERNAL when the object does not parse or is larger than kMaxOverrideBytes (it is never
+  // read whole then).
   absl::StatusOr<std::optional<api::v1::Resources>> Get(const std::string& id);
   // Removes `id`'s override; OK if there is none.
   absl::Status Delete(const std::string& id);

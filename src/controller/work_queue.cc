@@ -33,7 +33,7 @@ void WorkQueue::AddAfter(const std::string& key, Duration delay) {
   {
     std::lock_guard<std::mutex> l(mu_);
     if (shutdown_) return;
-    Time due = clock_.Now() + std::chrono::duration_cast<Time::duration>(delay);
+    MonoTime due = clock_.MonotonicNow() + std::chrono::duration_cast<MonoTime::duration>(delay);
     auto it = delayed_.find(key);
     if (it == delayed_.end() || due < it->second) delayed_[key] = due;
   }
@@ -60,7 +60,7 @@ int WorkQueue::NumRequeues(const std::string& key) {
   return it == failures_.end() ? 0 : it->second;
 }
 
-void WorkQueue::PromoteDueLocked(Time now) {
+void WorkQueue::PromoteDueLocked(MonoTime now) {
   for (auto it = delayed_.begin(); it != delayed_.end();) {
     if (it->second <= now) {
       AddLocked(it->first);
@@ -87,7 +87,7 @@ bool WorkQueue::Get(std::string* key) {
     {
       std::lock_guard<std::mutex> l(mu_);
       if (shutdown_) return false;
-      Time now = clock_.Now();
+      MonoTime now = clock_.MonotonicNow();
       PromoteDueLocked(now);
       if (PopLocked(key)) return true;
       version = version_.load();
@@ -101,7 +101,7 @@ bool WorkQueue::Get(std::string* key) {
 bool WorkQueue::TryGet(std::string* key) {
   std::lock_guard<std::mutex> l(mu_);
   if (shutdown_) return false;
-  PromoteDueLocked(clock_.Now());
+  PromoteDueLocked(clock_.MonotonicNow());
   return PopLocked(key);
 }
 
@@ -133,7 +133,7 @@ void WorkQueue::Clear() {
 
 int WorkQueue::Len() {
   std::lock_guard<std::mutex> l(mu_);
-  PromoteDueLocked(clock_.Now());
+  PromoteDueLocked(clock_.MonotonicNow());
   return static_cast<int>(queue_.size());
 }
 

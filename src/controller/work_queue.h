@@ -4,7 +4,8 @@
 //    and it is handed out again after Done;
 //  - AddAfter delays a key (the earliest pending delay wins); AddRateLimited delays it by the per-key
 //    capped exponential backoff; Forget resets that key's failure count.
-// Time comes from the injected Clock, so delays are tested with FakeClock. Thread-safe.
+// Delays are measured on the injected Clock's monotonic time (a wall-clock step neither fires nor holds
+// back a delayed key), so they are tested with FakeClock. Thread-safe.
 #pragma once
 
 #include <atomic>
@@ -48,7 +49,7 @@ class WorkQueue {
 
  private:
   void AddLocked(const std::string& key);
-  void PromoteDueLocked(Time now);
+  void PromoteDueLocked(MonoTime now);
   bool PopLocked(std::string* key);
   void Wake();
 
@@ -58,7 +59,7 @@ class WorkQueue {
   std::deque<std::string> queue_;         // guarded by mu_
   std::set<std::string> dirty_;           // waiting to be processed; guarded by mu_
   std::set<std::string> processing_;      // handed out, not Done; guarded by mu_
-  std::map<std::string, Time> delayed_;   // key -> when it becomes ready; guarded by mu_
+  std::map<std::string, MonoTime> delayed_;  // key -> when it becomes ready; guarded by mu_
   std::map<std::string, int> failures_;   // guarded by mu_
   bool shutdown_ = false;                 // guarded by mu_
   std::atomic<uint64_t> version_{0};      // bumped on every change that may wake a Get

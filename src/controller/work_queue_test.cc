@@ -56,6 +56,17 @@ TEST_F(WorkQueueTest, AddAfterWaitsForTheClock) {
   EXPECT_EQ(k, "a");
 }
 
+TEST_F(WorkQueueTest, DelaysIgnoreWallClockSteps) {
+  q_.AddAfter("a", seconds(5));
+  std::string k;
+  clock_.SetWallTime(clock_.Now() + std::chrono::hours(1));  // an NTP step forward
+  EXPECT_FALSE(q_.TryGet(&k)) << "a wall-clock step must not fire a delayed key";
+  clock_.SetWallTime(clock_.Now() - std::chrono::hours(2));  // and back, past the start
+  clock_.Advance(seconds(5));
+  ASSERT_TRUE(q_.TryGet(&k)) << "a step back must not hold a delayed key";
+  EXPECT_EQ(k, "a");
+}
+
 TEST_F(WorkQueueTest, EarliestDelayWins) {
   q_.AddAfter("a", seconds(10));
   q_.AddAfter("a", seconds(2));

@@ -2,26 +2,22 @@
 
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "support/process.h"
+
 namespace falcon::kube::testing {
 
-int RunCommand(const std::string& cmd, std::string* out) {
-  std::string full = cmd + " 2>&1";
-  FILE* p = popen(full.c_str(), "r");
-  if (!p) return -1;
-  std::array<char, 4096> buf;
-  std::string o;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) o.append(buf.data(), n);
-  int rc = pclose(p);
-  if (out) *out = o;
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+int RunCommand(const std::string& cmd, std::string* out, std::chrono::milliseconds timeout) {
+  auto r = testsupport::Subprocess::Run({"/bin/sh", "-c", cmd}, timeout);
+  if (r.timed_out) {
+    r.output += "\n[timed out after " + std::to_string(timeout.count() / 1000) + " s, killed: " + cmd + "]\n";
+  }
+  if (out) *out = r.output;
+  return r.timed_out ? -1 : r.code;
 }
 
 std::unique_ptr<ControlPlane> ControlPlane::Start(std::string* error) {
@@ -34,7 +30,8 @@ std::unique_ptr<ControlPlane> ControlPlane::Start(std::string* error) {
   }
   cp->dir_ = tmpl;
   std::string out;
-  int rc = RunCommand(cp->script_ + " start " + cp->dir_, &out);
+  // The first start builds the control plane (10-20 minutes); later ones take seconds.
+  int rc = RunCommand(cp->script_ + " start " + cp->dir_, &out, kStartTimeout);
   if (rc != 0) {
     *error = "control-plane.sh start failed (exit " + std::to_string(rc) + "):\n" + out;
     RunCommand(cp->script_ + " stop " + cp->dir_, nullptr);

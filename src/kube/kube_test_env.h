@@ -2,6 +2,7 @@
 // tests of one binary, stopped at exit. Not for production code.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -39,7 +40,13 @@ class ControlPlane {
   int ns_counter_ = 0;
 };
 
-// Runs a shell command, returning its exit code and combined output.
-int RunCommand(const std::string& cmd, std::string* out);
+// How long the first ControlPlane::Start may take (it builds the control plane).
+inline constexpr std::chrono::minutes kStartTimeout{30};
+
+// Runs a shell command (a Subprocess, in its own process group), returning its exit code and combined
+// output. After `timeout` the command and its process group are killed: -1, and the output ends with a
+// line saying so.
+int RunCommand(const std::string& cmd, std::string* out,
+               std::chrono::milliseconds timeout = std::chrono::minutes(2));
 
 }  // namespace falcon::kube::testing

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <set>
 
 #include "kube/lease_elector.h"
 #include "leader/testing/recording_callbacks.h"
@@ -22,49 +21,6 @@ using testsupport::WaitFor;
 constexpr char kNs[] = "falcon";
 constexpr char kLease[] = "analyzer-controller";
 
-// A manual clock that knows when its sleepers are settled: `n` threads asleep and none of them due.
-class StepClock : public Clock {
- public:
-  Time Now() override {
-    std::lock_guard<std::mutex> l(mu_);
-    return now_;
-  }
-  bool SleepFor(Duration d, const std::function<bool()>& wake) override {
-    std::unique_lock<std::mutex> l(mu_);
-    const Time deadline = now_ + std::chrono::duration_cast<Time::duration>(d);
-    auto it = sleeping_.insert(deadline);
-    bool woken = false;
-    cv_.wait(l, [&] {
-      if (wake && wake()) {
-        woken = true;
-        return true;
-      }
-      return now_ >= deadline;
-    });
-    sleeping_.erase(it);
-    return woken;
-  }
-  void Notify() override {
-    std::lock_guard<std::mutex> l(mu_);
-    cv_.notify_all();
-  }
-  void Advance(Duration d) {
-    std::lock_guard<std::mutex> l(mu_);
-    now_ += std::chrono::duration_cast<Time::duration>(d);
-    cv_.notify_all();
-  }
-  bool Settled(int n) {
-    std::lock_guard<std::mutex> l(mu_);
-    return static_cast<int>(sleeping_.size()) == n && (sleeping_.empty() || *sleeping_.begin() > now_);
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Time now_ = Time(std::chrono::seconds(1'700'000'000));
-  std::multiset<Time> sleeping_;
-};
-
 class NoJitter : public Random {
  public:
   uint64_t Next() override { return 0; }
@@ -74,7 +30,7 @@ using Recorder = leader::testing::RecordingCallbacks;
 
 // One replica: its own client (told apart at the fake by its User-Agent), Lease client and elector.
 struct Replica {
-  Replica(FakeKubeApiserver& fake, StepClock& clock, Random& random, const std::string& id)
+  Replica(FakeKubeApiserver& fake, FakeClock& clock, Random& random, const std::string& id)
       : client(fake.Config(kNs), clock, Options(id)),
         lease(NewKubeLeaseClient(client, kNs, kLease)),
         elector(*lease, clock, random, ElectorOptions(id)) {}
@@ -115,7 +71,7 @@ class LeaseElectorFakeApiTest : public ::testing::Test {
   }
 
   FakeKubeApiserver fake_;
-  StepClock clock_;
+  FakeClock clock_;  // Settled(n): every elector waits for a later step
   NoJitter random_;
 };
 

@@ -26,6 +26,7 @@ struct Transfer {
   size_t body_pos = 0;
   bool aborted = false;    // by the sink, the reader or should_stop
   bool streaming = false;  // the current response is 2xx and goes to the sink
+  bool too_large = false;  // the body to keep exceeded req->max_body_bytes
 };
 
 size_t OnHeader(char* buf, size_t size, size_t n, void* ud) {
@@ -62,6 +63,10 @@ size_t OnWrite(char* buf, size_t size, size_t n, void* ud) {
     }
     t->resp->sink_bytes += static_cast<int64_t>(len);
     return len;
+  }
+  if (len > t->req->max_body_bytes - std::min(t->resp->body.size(), t->req->max_body_bytes)) {
+    t->too_large = true;
+    return 0;  // makes curl fail with CURLE_WRITE_ERROR
   }
   t->resp->body.append(buf, len);
   return len;
@@ -278,6 +283,12 @@ absl::StatusOr<HttpResponse> HttpClient::Send(const HttpRequest& req, HttpRespon
 
   CURLcode rc = curl_easy_perform(h);
   curl_slist_free_all(headers);
+  if (rc != CURLE_OK && t.too_large) {
+    curl_easy_cleanup(h);  // the rest of the body is still on the connection
+    if (partial != nullptr) *partial = resp;
+    return absl::ResourceExhaustedError(absl::StrCat(
+        req.method, " ", req.url, ": the response body exceeds the limit of ", req.max_body_bytes, " bytes"));
+  }
   if (rc != CURLE_OK) {
     TransportFailure kind = Classify(rc, h, t.aborted);
     // A failed handle may hold a half-closed connection; do not pool it.

@@ -7,7 +7,9 @@
 // - Timeouts: a connect timeout, an optional total timeout, and an optional low-speed abort (a dead peer is
 //   dropped without limiting large transfers).
 // - Bodies: a string or a reader callback; a 2xx response body can be streamed to a sink (watches, log
-//   reads, downloads) while an error body is always kept for the message.
+//   reads, downloads) while an error body is always kept for the message. A body kept in memory is
+//   bounded (HttpRequest::max_body_bytes, 64 MiB unless the caller says otherwise): a longer one ends the
+//   transfer with RESOURCE_EXHAUSTED naming the limit.
 // - TLS: verification on by default; an extra CA bundle, a client certificate and key (all PEM, in memory),
 //   and a bearer token.
 //
@@ -27,6 +29,9 @@
 #include "absl/status/statusor.h"
 
 namespace falcon::net {
+
+// The default bound of a response body kept in memory (a streamed 2xx body has none).
+inline constexpr size_t kDefaultMaxResponseBodyBytes = 64u << 20;  // 64 MiB
 
 struct TlsOptions {
   std::string ca_pem;           // when set, these CAs are trusted instead of the system store
@@ -55,6 +60,9 @@ struct HttpRequest {
   // When set, a 2xx response body is streamed to `sink` instead of being kept in HttpResponse::body (an
   // error body is always kept, so callers can report it). Returning false aborts the transfer (CANCELLED).
   std::function<bool(const char*, size_t)> sink;
+  // The most bytes of response body kept in HttpResponse::body (every body but a streamed 2xx one). A
+  // longer body aborts the transfer: RESOURCE_EXHAUSTED naming this limit.
+  size_t max_body_bytes = kDefaultMaxResponseBodyBytes;
   // Polled at least once a second during the transfer; returning true aborts it (CANCELLED).
   std::function<bool()> should_stop;
   std::chrono::milliseconds connect_timeout{10'000};
@@ -96,7 +104,8 @@ class HttpClient {
   // Sends the request. Any HTTP status is returned as a response (the caller interprets it). A transport
   // failure is an error naming the method, URL and curl's reason, with TransportFailureOf telling which:
   // DEADLINE_EXCEEDED for a timeout, FAILED_PRECONDITION for TLS verification, CANCELLED when aborted by
-  // the caller, UNAVAILABLE otherwise. On failure `partial` (when given) receives what had arrived.
+  // the caller, UNAVAILABLE otherwise; RESOURCE_EXHAUSTED (not a transport failure) when a body to keep
+  // exceeds req.max_body_bytes. On failure `partial` (when given) receives what had arrived.
   absl::StatusOr<HttpResponse> Send(const HttpRequest& req, HttpResponse* partial = nullptr);
 
  private:

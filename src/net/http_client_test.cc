@@ -177,6 +177,46 @@ TEST_F(HttpClientTest, StreamsA2xxBodyToTheSink) {
   EXPECT_TRUE(r->body.empty());
 }
 
+TEST_F(HttpClientTest, AKeptBodyIsBoundedAndTheErrorNamesTheLimit) {
+  HttpClient client;
+  HttpRequest req;
+  req.url = Url("/stream");  // 21 bytes
+  req.max_body_bytes = 21;
+  auto r = client.Send(req);
+  ASSERT_TRUE(r.ok()) << "a body of exactly the limit is kept: " << r.status();
+  EXPECT_EQ(r->body, "line 0\nline 1\nline 2\n");
+
+  req.max_body_bytes = 10;
+  HttpResponse partial;
+  r = client.Send(req, &partial);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_NE(r.status().message().find("limit of 10 bytes"), std::string::npos) << r.status();
+  EXPECT_EQ(TransportFailureOf(r.status()), TransportFailure::kNone) << "not a transport failure: no retry";
+  EXPECT_LE(partial.body.size(), 10u);
+
+  // The bound holds for an error body too, and not for a streamed 2xx body.
+  req.url = Url("/missing");
+  EXPECT_EQ(client.Send(req).status().code(), absl::StatusCode::kResourceExhausted);
+  req.url = Url("/stream");
+  std::string got;
+  req.sink = [&](const char* p, size_t n) {
+    got.append(p, n);
+    return true;
+  };
+  r = client.Send(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(got.size(), 21u);
+
+  EXPECT_EQ(HttpRequest().max_body_bytes, kDefaultMaxResponseBodyBytes) << "bounded unless the caller says";
+  // The client serves the next request after a cut transfer.
+  HttpRequest hello;
+  hello.url = Url("/hello?who=again");
+  r = client.Send(hello);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->body, "hello again");
+}
+
 TEST_F(HttpClientTest, ASinkReturningFalseCancels) {
   HttpClient client;
   endless_ = true;

@@ -40,20 +40,8 @@ TEST(BackoffTest, JitterStaysWithinFractionAndIsDeterministic) {
 
 // A clock whose SleepFor returns at once, having advanced time by the slept duration: RetryUntil runs on
 // the test's thread, deterministically.
-class SteppingClock : public Clock {
- public:
-  Time Now() override { return inner_.Now(); }
-  MonoTime MonotonicNow() override { return inner_.MonotonicNow(); }
-  bool SleepFor(Duration d, const std::function<bool()>& wake) override {
-    if (wake && wake()) return true;
-    inner_.Advance(d);
-    return false;
-  }
-  void Notify() override {}
-  void SetWallTime(Time t) { inner_.SetWallTime(t); }
-
- private:
-  FakeClock inner_;
+struct SteppingClock : FakeClock {
+  SteppingClock() { SetAdvanceOnSleep(true); }
 };
 
 TEST(RetryUntilTest, RetriesTransientFailuresUntilSuccess) {

@@ -21,6 +21,9 @@ namespace {
 
 using json = nlohmann::json;
 
+// A token endpoint answers with a few hundred bytes of JSON.
+constexpr size_t kMaxTokenResponseBytes = 1 << 20;
+
 std::string OpensslError() {
   unsigned long e = ERR_get_error();
   if (e == 0) return "unknown OpenSSL error";
@@ -49,6 +52,7 @@ absl::StatusOr<AccessToken> PostForTokenImpl(HttpClient& http, Clock& clock, con
   req.headers = {"Content-Type: application/x-www-form-urlencoded", "Accept: application/json"};
   req.body = form;
   req.timeout = std::chrono::seconds(30);
+  req.max_body_bytes = kMaxTokenResponseBytes;
   auto resp = http.Send(req);
   if (!resp.ok()) {
     return absl::UnavailableError(absl::StrCat("token exchange for ", what, " failed: ", resp.status().message()));
@@ -221,6 +225,7 @@ absl::StatusOr<AccessToken> MetadataServerTokenSource::Fetch() {
   req.headers = {"Metadata-Flavor: Google"};
   req.connect_timeout = std::chrono::seconds(2);
   req.timeout = std::chrono::seconds(10);
+  req.max_body_bytes = kMaxTokenResponseBytes;
   auto resp = http_.Send(req);
   if (!resp.ok()) {
     return absl::UnauthenticatedError(absl::StrCat(

@@ -16,24 +16,10 @@
 
 namespace falcon::cli::testing {
 
-// Now() is fixed until a SleepFor, which advances it by the slept duration and returns at once.
-class StepClock : public Clock {
- public:
-  explicit StepClock(Time start) : now_(start) {}
-  Time Now() override {
-    std::lock_guard<std::mutex> l(mu_);
-    return now_;
-  }
-  bool SleepFor(Duration d, const std::function<bool()>&) override {
-    std::lock_guard<std::mutex> l(mu_);
-    now_ += std::chrono::duration_cast<Time::duration>(d);
-    return false;
-  }
-  void Notify() override {}
-
- private:
-  std::mutex mu_;
-  Time now_;
+// Now() is fixed until a SleepFor, which advances it (wall and monotonic time) by the slept duration and
+// returns at once.
+struct StepClock : FakeClock {
+  explicit StepClock(Time start) : FakeClock(start) { SetAdvanceOnSleep(true); }
 };
 
 struct CliResult {

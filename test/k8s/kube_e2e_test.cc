@@ -237,7 +237,13 @@ TEST_F(KubeE2E, StandbyTakesOverTheLeaseWhenTheLeaderIsKilled) {
   int leader = WaitLeader();
   ASSERT_GE(leader, 0) << AllControllerLogs();
   int standby = 1 - leader;
-  EXPECT_EQ(HttpStatus(controllers_[standby].http_port, "/readyz"), 503) << "exactly one is ready";
+  // The standby may still be starting (its listener on the port picked for it not bound yet: -1) when the
+  // first one leads.
+  int standby_readyz = -1;
+  EXPECT_TRUE(WaitFor("the standby's /readyz to answer",
+                      [&] { return (standby_readyz = HttpStatus(controllers_[standby].http_port, "/readyz")) != -1; },
+                      10s, 100ms, [&] { return AllControllerLogs(); }));
+  EXPECT_EQ(standby_readyz, 503) << "exactly one is ready";
   EXPECT_EQ(Lease().value("holderIdentity", ""), "c" + std::to_string(leader)) << Lease().dump();
   CreateExp("exp4");
   std::vector<std::string> ids;
