@@ -121,7 +121,8 @@ json BuildPodManifest(const runtime::PodSpec& spec, const KubernetesRuntimeOptio
     };
     if (!spec.args.empty()) {
       c["command"] = json::array({spec.args[0]});
-      std::vector<std::string> args = {"--phase=" + phase};
+      std::vector<std::string> args;
+      if (!phase.empty()) args.push_back("--phase=" + phase);
       for (auto it = spec.args.begin() + 1; it != spec.args.end(); ++it) {
         if (!analysis || AnalysisFlag(*it)) args.push_back(*it);
       }
@@ -129,7 +130,7 @@ json BuildPodManifest(const runtime::PodSpec& spec, const KubernetesRuntimeOptio
     }
     return c;
   };
-  json container = runner(o.container_name, "run", true);
+  json container = o.split_runner_roles ? runner(o.container_name, "run", true) : runner(o.container_name, "", false);
   container["resources"] = resources;
   json stage = runner(kStageContainer, "stage", false);
   json upload = runner(kUploadContainer, "upload", false);
@@ -155,10 +156,10 @@ json BuildPodManifest(const runtime::PodSpec& spec, const KubernetesRuntimeOptio
         {"runAsGroup", o.run_as_group},
         {"fsGroup", o.run_as_group},
         {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
-      {"initContainers", json::array({stage, upload})},
       {"containers", json::array({container})},
       {"volumes", json::array({{{"name", "work"}, {"emptyDir", work_dir}}, {{"name", "tmp"}, {"emptyDir", tmp_dir}}})},
   };
+  if (o.split_runner_roles) pod_spec["initContainers"] = json::array({stage, upload});
   if (!o.object_store_secret.empty()) {
     pod_spec["volumes"].push_back(
         {{"name", "object-store-credentials"},

@@ -39,6 +39,10 @@ struct KubernetesRuntimeOptions {
   // pointing at it. "" : none (the store needs none, e.g. an emulator, or the settings come through env).
   std::string object_store_secret;
   std::string object_store_secret_key = "key.json";
+  // true: the three containers above (the spec's args must be falcon-runner's, per the Pod contract).
+  // false: one container running the spec's args as they are, with all of its env (for Pods that are not
+  // an analysis' runner, e.g. tests of the runtime itself).
+  bool split_runner_roles = true;
 };
 
 inline constexpr char kStageContainer[] = "stage";

@@ -11,6 +11,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -339,9 +340,9 @@ int Runner::RunPhase() {
   }
   // The uploader stores the results and answers with the final exit code (4 or 5 when they failed).
   std::optional<int> done;
-  auto deadline = clock_.Now() + std::chrono::duration_cast<Duration>(
-                                     std::chrono::duration<double>(o_.upload_wait_seconds));
-  while (!(done = ReadMarker(work_, kUploadDone)) && clock_.Now() < deadline) {
+  const MonoTime deadline = clock_.MonotonicNow() + std::chrono::duration_cast<Duration>(
+                                                        std::chrono::duration<double>(o_.upload_wait_seconds));
+  while (!(done = ReadMarker(work_, kUploadDone)) && clock_.MonotonicNow() < deadline) {
     clock_.SleepFor(std::chrono::milliseconds(100), [] { return false; });
   }
   if (!done) {
