@@ -135,12 +135,12 @@ json BuildPodManifest(const runtime::PodSpec& spec, const KubernetesRuntimeOptio
   json stage = runner(kStageContainer, "stage", false);
   json upload = runner(kUploadContainer, "upload", false);
   upload["restartPolicy"] = "Always";  // a native sidecar: up alongside the analysis, stopped after it
-  // The helpers get a small share of the Pod's resources of their own (requests and limits alike, so
-  // that the Pod's own limits stay the analysis' plus this).
-  json helper_resources = {{"requests", {{"cpu", "50m"}, {"memory", "64Mi"}}},
-                           {"limits", {{"cpu", "500m"}, {"memory", "256Mi"}}}};
-  stage["resources"] = helper_resources;
-  upload["resources"] = helper_resources;
+  // The stage and upload containers get small resources of their own, so that the Pod's limits stay the
+  // analysis' plus these.
+  json store_role_resources = {{"requests", {{"cpu", "50m"}, {"memory", "64Mi"}}},
+                               {"limits", {{"cpu", "500m"}, {"memory", "256Mi"}}}};
+  stage["resources"] = store_role_resources;
+  upload["resources"] = store_role_resources;
   json work_dir = json::object(), tmp_dir = json::object();
   if (!o.work_size_limit.empty()) work_dir["sizeLimit"] = o.work_size_limit;
   if (!o.tmp_size_limit.empty()) tmp_dir["sizeLimit"] = o.tmp_size_limit;

@@ -139,7 +139,7 @@ TEST(LabelValueTest, HostileIdsBecomeValidLabelsAndComeBack) {
   const std::regex valid("([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?");
   const std::string long_id(128, 'x');
   for (const std::string& id :
-       {std::string("exp-1"), long_id, long_id + "y", std::string("-lead"), std::string("trail."),
+       {std::string("exp-1"), long_id, long_id + "y", std::string("-leading"), std::string("trail."),
         std::string("_"), std::string("a b/c"), std::string("..."), std::string(63, 'a'), std::string(64, 'a'),
         std::string("e\xc3\xa9t\xc3\xa9"), std::string("x\ny")}) {
     std::string v = LabelValue(id);
