@@ -75,6 +75,7 @@ struct Flags {
   std::string kubeconfig;  // empty: in-cluster
   std::string kube_namespace;  // empty: the kubeconfig's / Pod's namespace
   std::string analysis_image;
+  std::string object_store_secret;
   std::string lease_name = "analyzer-controller";
   double renew_deadline = 10;
   double retry_period = 2;
@@ -146,6 +147,7 @@ absl::StatusOr<Backends> MakeBackends(const Flags& f, falcon::Clock& clock) {
     falcon::kube::KubernetesRuntimeOptions ro;
     ro.namespace_ = cfg->namespace_;
     ro.image = f.analysis_image;
+    ro.object_store_secret = f.object_store_secret;
     b.runtime = std::make_unique<falcon::kube::KubernetesRuntime>(*b.kube, clock, ro);
     if (f.leader_elect) {
       falcon::kube::LeaseElectorOptions lo;
@@ -250,6 +252,9 @@ int main(int argc, char** argv) {
   app.add_option("--kubeconfig", f.kubeconfig, "kubernetes: kubeconfig file (default: in-cluster service account)");
   app.add_option("--namespace", f.kube_namespace, "kubernetes: namespace of the analysis Pods and the Lease");
   app.add_option("--analysis-image", f.analysis_image, "kubernetes: image of the analysis Pods");
+  app.add_option("--object-store-secret", f.object_store_secret,
+                 "kubernetes: Secret with the object store's key.json, mounted only in the Pods' stage and upload "
+                 "containers (never in the analysis container)");
   app.add_option("--lease-name", f.lease_name, "kubernetes: name of the leader-election Lease")->capture_default_str();
   app.add_option("--renew-deadline", f.renew_deadline, "kubernetes: seconds a leader may fail to renew")->capture_default_str()->check(CLI::Range(0.1, 3600.0));
   app.add_option("--retry-period", f.retry_period, "kubernetes: seconds between Lease attempts")->capture_default_str()->check(CLI::Range(0.05, 600.0));

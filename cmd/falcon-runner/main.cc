@@ -6,7 +6,15 @@
 
 int main(int argc, char** argv) {
   falcon::runner::RunnerOptions o;
+  std::string phase = "all";
   CLI::App app{"falcon-runner: stage inputs, run one analysis command, upload its log and results"};
+  app.add_option("--phase", phase,
+                 "all | stage | run | upload: the whole Pod in one process, or one of the Kubernetes roles "
+                 "(docs/runner.md)")
+      ->capture_default_str();
+  app.add_option("--upload-wait", o.upload_wait_seconds,
+                 "run phase: seconds to wait for the upload sidecar to store the results")
+      ->capture_default_str();
   app.add_option("--object-store", o.object_store, "URL of the object store (file:///dir or gs://bucket)");
   app.add_option("--exp-id", o.exp_id, "the Exp id");
   app.add_option("--analysis-id", o.analysis_id, "the analysis id");
@@ -37,6 +45,10 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : falcon::runner::kExitUsage;
+  }
+  if (!falcon::runner::ParseRunnerPhase(phase, &o.phase)) {
+    std::fprintf(stderr, "falcon-runner: --phase must be all, stage, run or upload, not '%s'\n", phase.c_str());
+    return falcon::runner::kExitUsage;
   }
   std::string error;
   if (!falcon::runner::ValidateOptions(o, &error)) {

@@ -213,6 +213,7 @@ KubernetesRuntimeOptions RtOpts(const std::string& ns) {
   o.namespace_ = ns;
   o.image = "falcon-analyzer:test";
   o.termination_grace_seconds = 2;
+  o.split_runner_roles = false;  // these Pods run sh, not falcon-runner
   return o;
 }
 
@@ -260,6 +261,34 @@ TEST_F(KubeTest, PodAsCreatedPassesRestrictedPodSecurity) {
   auto refused = admin().Post("/api/v1/namespaces/" + ns_ + "/pods", bad);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << refused.status();
   EXPECT_NE(std::string(refused.status().message()).find("PodSecurity"), std::string::npos);
+
+  // The analysis Pod as the controller makes it — stage init container, upload native sidecar, the
+  // analysis container, a Secret for the store — is admitted too; an exp id that is no valid label value
+  // is stored encoded, and Get, List and the selector give and take the full id.
+  KubernetesRuntimeOptions roles = RtOpts(ns_);
+  roles.split_runner_roles = true;
+  roles.object_store_secret = "falcon-object-store";
+  KubernetesRuntime split(admin(), clock_, roles);
+  const std::string odd_exp = std::string(100, 'e') + "_.";
+  auto rs = ShSpec("spec2", "true");
+  rs.args = {"falcon-runner", "--object-store=gs://b", "--exp-id=" + odd_exp, "--analysis-id=spec2", "--command=true"};
+  rs.labels[runtime::kExpIdLabel] = odd_exp;
+  rs.annotations["falcon.dev/fake-kubelet"] = "ignore";
+  absl::Status made = split.Create(rs);
+  ASSERT_TRUE(made.ok()) << made;
+  auto created = admin().Get("/api/v1/namespaces/" + ns_ + "/pods/falcon-analysis-spec2");
+  ASSERT_TRUE(created.ok()) << created.status();
+  EXPECT_EQ((*created)["spec"]["initContainers"].size(), 2u);
+  EXPECT_EQ((*created)["spec"]["initContainers"][1]["restartPolicy"], "Always");
+  EXPECT_TRUE(IsValidLabelValue((*created)["metadata"]["labels"][runtime::kExpIdLabel]));
+  EXPECT_EQ((*created)["metadata"]["annotations"][runtime::kExpIdLabel], odd_exp);
+  auto got = split.Get("falcon-analysis-spec2");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->labels[runtime::kExpIdLabel], odd_exp);
+  auto listed = split.List({{runtime::kExpIdLabel, odd_exp}});
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].name, "falcon-analysis-spec2");
 }
 
 TEST_F(KubeTest, PodRunsToCompletionWithExitCodeAndLogs) {

@@ -1,5 +1,10 @@
 #include "kube/kubernetes_runtime.h"
 
+#include <openssl/evp.h>
+
+#include <cctype>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace falcon::kube {
@@ -7,23 +12,82 @@ namespace falcon::kube {
 using runtime::PodPhase;
 using runtime::PodStatus;
 
+bool IsValidLabelValue(const std::string& v) {
+  if (v.size() > 63) return false;
+  if (v.empty()) return true;
+  auto alnum = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0; };
+  if (!alnum(v.front()) || !alnum(v.back())) return false;
+  for (char c : v) {
+    if (!alnum(c) && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+std::string LabelValue(const std::string& value) {
+  if (IsValidLabelValue(value)) return value;
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(value.data(), value.size(), digest, &len, EVP_sha256(), nullptr);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string hash = "h";
+  for (unsigned int i = 0; i < 8 && i < len; ++i) {
+    hash += kHex[digest[i] >> 4];
+    hash += kHex[digest[i] & 0xf];
+  }
+  std::string head;
+  for (char c : value.substr(0, 40)) {
+    head += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '-';
+  }
+  while (!head.empty() && !std::isalnum(static_cast<unsigned char>(head.front()))) head.erase(0, 1);
+  while (!head.empty() && !std::isalnum(static_cast<unsigned char>(head.back()))) head.pop_back();
+  return head.empty() ? hash : head + "-" + hash;
+}
+
 std::string FormatLabelSelector(const runtime::LabelSelector& selector) {
   std::string out;
   for (const auto& [k, v] : selector) {
     if (!out.empty()) out += ",";
-    out += k + "=" + v;
+    out += k + "=" + LabelValue(v);
   }
   return out;
 }
 
+namespace {
+
+// The flags of the runner in the analysis container: everything but the store (it has no access to it)
+// and the inputs (the stager fetched them).
+bool AnalysisFlag(const std::string& arg) {
+  return !absl::StartsWith(arg, "--object-store=") && !absl::StartsWith(arg, "--input=") &&
+         arg != "--object-store" && arg != "--input";
+}
+
+}  // namespace
+
 json BuildPodManifest(const runtime::PodSpec& spec, const KubernetesRuntimeOptions& o) {
   json labels = json::object();
-  for (const auto& [k, v] : spec.labels) labels[k] = v;
   json annotations = json::object();
   for (const auto& [k, v] : spec.annotations) annotations[k] = v;
+  for (const auto& [k, v] : spec.labels) {
+    labels[k] = LabelValue(v);
+    if (labels[k] != v) annotations[k] = v;  // the full value; PodStatusFromObject restores it
+  }
 
-  json env = json::array();
-  for (const auto& [k, v] : spec.env) env.push_back({{"name", k}, {"value", v}});
+  // The store's settings and credentials go to the stager and the uploader; the analysis gets only the
+  // contract's FALCON_* variables.
+  json env = json::array(), analysis_env = json::array();
+  for (const auto& [k, v] : spec.env) {
+    env.push_back({{"name", k}, {"value", v}});
+    if (absl::StartsWith(k, "FALCON_")) analysis_env.push_back({{"name", k}, {"value", v}});
+  }
+  json store_mounts = json::array({{{"name", "work"}, {"mountPath", "/work"}},
+                                   {{"name", "tmp"}, {"mountPath", "/tmp"}}});
+  if (!o.object_store_secret.empty()) {
+    env.push_back({{"name", "GOOGLE_APPLICATION_CREDENTIALS"},
+                   {"value", absl::StrCat(kObjectStoreSecretDir, "/", o.object_store_secret_key)}});
+    store_mounts.push_back({{"name", "object-store-credentials"},
+                            {"mountPath", kObjectStoreSecretDir},
+                            {"readOnly", true}});
+  }
 
   json requests = json::object(), limits = json::object();
   if (!spec.resources.cpu_request.empty()) requests["cpu"] = spec.resources.cpu_request;
@@ -34,29 +98,49 @@ json BuildPodManifest(const runtime::PodSpec& spec, const KubernetesRuntimeOptio
   if (!requests.empty()) resources["requests"] = requests;
   if (!limits.empty()) resources["limits"] = limits;
 
-  json container = {
-      {"name", o.container_name},
-      {"image", o.image},
-      {"imagePullPolicy", o.image_pull_policy},
-      {"env", env},
-      {"resources", resources},
-      {"securityContext",
-       {{"allowPrivilegeEscalation", false},
-        {"readOnlyRootFilesystem", true},
-        {"runAsNonRoot", true},
-        {"runAsUser", o.run_as_user},
-        {"runAsGroup", o.run_as_group},
-        {"capabilities", {{"drop", json::array({"ALL"})}}},
-        {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
-      {"volumeMounts", json::array({{{"name", "work"}, {"mountPath", "/work"}},
-                                    {{"name", "tmp"}, {"mountPath", "/tmp"}}})},
-      {"terminationMessagePolicy", "FallbackToLogsOnError"},
+  const json security_context = {{"allowPrivilegeEscalation", false},
+                                 {"readOnlyRootFilesystem", true},
+                                 {"runAsNonRoot", true},
+                                 {"runAsUser", o.run_as_user},
+                                 {"runAsGroup", o.run_as_group},
+                                 {"capabilities", {{"drop", json::array({"ALL"})}}},
+                                 {"seccompProfile", {{"type", "RuntimeDefault"}}}};
+  // The Pod contract: args[0] is falcon-runner (the command), the rest are its flags; each role adds
+  // --phase and keeps the flags it needs.
+  auto runner = [&](const std::string& name, const std::string& phase, bool analysis) {
+    json c = {
+        {"name", name},
+        {"image", o.image},
+        {"imagePullPolicy", o.image_pull_policy},
+        {"env", analysis ? analysis_env : env},
+        {"securityContext", security_context},
+        {"volumeMounts", analysis ? json::array({{{"name", "work"}, {"mountPath", "/work"}},
+                                                 {{"name", "tmp"}, {"mountPath", "/tmp"}}})
+                                  : store_mounts},
+        {"terminationMessagePolicy", "FallbackToLogsOnError"},
+    };
+    if (!spec.args.empty()) {
+      c["command"] = json::array({spec.args[0]});
+      std::vector<std::string> args;
+      if (!phase.empty()) args.push_back("--phase=" + phase);
+      for (auto it = spec.args.begin() + 1; it != spec.args.end(); ++it) {
+        if (!analysis || AnalysisFlag(*it)) args.push_back(*it);
+      }
+      c["args"] = json(args);
+    }
+    return c;
   };
-  // The Pod contract: args[0] is falcon-runner (the command), the rest are its flags.
-  if (!spec.args.empty()) {
-    container["command"] = json::array({spec.args[0]});
-    container["args"] = json(std::vector<std::string>(spec.args.begin() + 1, spec.args.end()));
-  }
+  json container = o.split_runner_roles ? runner(o.container_name, "run", true) : runner(o.container_name, "", false);
+  container["resources"] = resources;
+  json stage = runner(kStageContainer, "stage", false);
+  json upload = runner(kUploadContainer, "upload", false);
+  upload["restartPolicy"] = "Always";  // a native sidecar: up alongside the analysis, stopped after it
+  // The stage and upload containers get small resources of their own, so that the Pod's limits stay the
+  // analysis' plus these.
+  json store_role_resources = {{"requests", {{"cpu", "50m"}, {"memory", "64Mi"}}},
+                               {"limits", {{"cpu", "500m"}, {"memory", "256Mi"}}}};
+  stage["resources"] = store_role_resources;
+  upload["resources"] = store_role_resources;
   json work_dir = json::object(), tmp_dir = json::object();
   if (!o.work_size_limit.empty()) work_dir["sizeLimit"] = o.work_size_limit;
   if (!o.tmp_size_limit.empty()) tmp_dir["sizeLimit"] = o.tmp_size_limit;
@@ -75,6 +159,12 @@ json BuildPodManifest(const runtime::PodSpec& spec, const KubernetesRuntimeOptio
       {"containers", json::array({container})},
       {"volumes", json::array({{{"name", "work"}, {"emptyDir", work_dir}}, {{"name", "tmp"}, {"emptyDir", tmp_dir}}})},
   };
+  if (o.split_runner_roles) pod_spec["initContainers"] = json::array({stage, upload});
+  if (!o.object_store_secret.empty()) {
+    pod_spec["volumes"].push_back(
+        {{"name", "object-store-credentials"},
+         {"secret", {{"secretName", o.object_store_secret}, {"defaultMode", 0440}}}});
+  }
   if (spec.active_deadline_seconds > 0) pod_spec["activeDeadlineSeconds"] = spec.active_deadline_seconds;
   if (!o.service_account_name.empty()) pod_spec["serviceAccountName"] = o.service_account_name;
   if (!o.priority_class_name.empty()) pod_spec["priorityClassName"] = o.priority_class_name;
@@ -107,8 +197,13 @@ PodStatus PodStatusFromObject(const json& pod) {
   const json status = pod.value("status", json::object());
   s.name = Str(meta, "name");
   if (meta.contains("labels") && meta["labels"].is_object()) {
+    const json ann = meta.value("annotations", json::object());
     for (auto it = meta["labels"].begin(); it != meta["labels"].end(); ++it) {
-      if (it.value().is_string()) s.labels[it.key()] = it.value().get<std::string>();
+      if (!it.value().is_string()) continue;
+      std::string v = it.value().get<std::string>();
+      // An encoded label value: the annotation of the same key holds the full one (BuildPodManifest).
+      std::string full = Str(ann, it.key().c_str());
+      s.labels[it.key()] = (!full.empty() && LabelValue(full) == v) ? full : v;
     }
   }
   if (auto t = ParseRfc3339(Str(meta, "creationTimestamp"))) s.created_at = *t;
@@ -133,6 +228,23 @@ PodStatus PodStatusFromObject(const json& pod) {
         s.reason = r;
         s.message = Str(state["waiting"], "message");
       }
+    }
+  }
+  // A failed init container (the stager: exit code 3 when an input was refused) stops the Pod before the
+  // analysis container starts.
+  if (!s.exit_code.has_value() && status.contains("initContainerStatuses") &&
+      status["initContainerStatuses"].is_array()) {
+    for (const auto& cs : status["initContainerStatuses"]) {
+      const json state = cs.value("state", json::object());
+      if (!state.contains("terminated") || !state["terminated"].is_object()) continue;
+      const json& t = state["terminated"];
+      if (t.value("exitCode", 0) == 0 || Str(cs, "name") == kUploadContainer) continue;
+      s.exit_code = t.value("exitCode", 0);
+      s.reason = Str(t, "reason");
+      s.message = absl::StrCat("init container ", Str(cs, "name"), " failed",
+                               Str(t, "message").empty() ? "" : ": ", Str(t, "message"));
+      if (auto ft = ParseRfc3339(Str(t, "finishedAt"))) s.finished_at = *ft;
+      break;
     }
   }
   // Pod-level reasons (eviction, deadline) win over the container's "Error".

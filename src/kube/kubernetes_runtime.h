@@ -2,6 +2,12 @@
 // Pods are built per docs/architecture.md (falcon-runner command/env contract) with the Pod Security
 // "restricted" profile: non-root, no privilege escalation, all capabilities dropped, seccomp RuntimeDefault,
 // read-only root filesystem with emptyDir volumes at /work and /tmp, no service-account token.
+// The runner is split into three containers that share only the /work emptyDir (docs/kubernetes.md,
+// "What an analysis Pod holds"): the init container `stage` (falcon-runner --phase=stage), the analysis
+// container (--phase=run: the user's code, without --object-store, the store's settings or its Secret) and
+// the native sidecar `upload` (--phase=upload). Only `stage` and `upload` hold the object-store identity.
+// Label values are made valid (LabelValue); the full value is kept in an annotation of the same key and
+// restored in PodStatus, so callers see and select by the ids themselves.
 // Thread-safe.
 #pragma once
 
@@ -28,7 +34,26 @@ struct KubernetesRuntimeOptions {
   int64_t termination_grace_seconds = 30;  // SIGTERM to SIGKILL (the runner uploads output.log on SIGTERM)
   std::string service_account_name;        // "" : the namespace's default (its token is never mounted)
   std::string priority_class_name;         // optional
+  // A Secret holding the object store's credentials (key `object_store_secret_key`), mounted read-only at
+  // kObjectStoreSecretDir in the `stage` and `upload` containers only, with GOOGLE_APPLICATION_CREDENTIALS
+  // pointing at it. "" : none (the store needs none, e.g. an emulator, or the settings come through env).
+  std::string object_store_secret;
+  std::string object_store_secret_key = "key.json";
+  // true: the three containers above (the spec's args must be falcon-runner's, per the Pod contract).
+  // false: one container running the spec's args as they are, with all of its env (for Pods that are not
+  // an analysis' runner, e.g. tests of the runtime itself).
+  bool split_runner_roles = true;
 };
+
+inline constexpr char kStageContainer[] = "stage";
+inline constexpr char kUploadContainer[] = "upload";
+inline constexpr char kObjectStoreSecretDir[] = "/var/run/secrets/falcon/object-store";
+
+// A valid label value for `value` (at most 63 characters of [A-Za-z0-9_.-], starting and ending with an
+// alphanumeric): `value` itself when it is one, else its sanitized first characters, '-', 'h' and 16 hex
+// digits of its SHA-256 (distinct values stay distinct). Pure.
+std::string LabelValue(const std::string& value);
+bool IsValidLabelValue(const std::string& value);
 
 // The Pod manifest for `spec` (pure; exposed for tests and for `--dry-run` output).
 json BuildPodManifest(const runtime::PodSpec& spec, const KubernetesRuntimeOptions& options);

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <regex>
+
 namespace falcon::kube {
 namespace {
 
@@ -37,8 +39,8 @@ TEST(PodManifestTest, RestrictedAndPerContract) {
   const json& c = spec["containers"][0];
   EXPECT_EQ(c["image"], "falcon/analyzer:1");
   EXPECT_EQ(c["command"], json::array({"falcon-runner"}));
-  EXPECT_EQ(c["args"][0], "--object-store=gs://b");
-  EXPECT_EQ(c["args"].size(), 4u);
+  EXPECT_EQ(c["args"][0], "--phase=run");
+  EXPECT_EQ(c["args"].size(), 4u) << "the analysis container gets every flag but --object-store: " << c["args"];
   EXPECT_EQ(c["env"][0]["name"], "FALCON_X");
   EXPECT_EQ(c["resources"]["requests"]["cpu"], "100m");
   EXPECT_EQ(c["resources"]["limits"]["memory"], "256Mi");
@@ -64,6 +66,129 @@ json Pod(const std::string& status_json) {
               {"creationTimestamp", "2024-01-01T00:00:00Z"}}}};
   p["status"] = json::parse(status_json);
   return p;
+}
+
+// The analysis container holds no credential: no store URL, no store settings, no Secret, no token; the
+// stager and the uploader (a native sidecar) hold them and share only the /work emptyDir with it.
+TEST(PodManifestTest, OnlyStageAndUploadHoldTheStoreIdentity) {
+  KubernetesRuntimeOptions o;
+  o.image = "falcon/analyzer:1";
+  o.object_store_secret = "falcon-object-store";
+  auto spec = Spec();
+  spec.args.push_back("--input=gs://b/exps/e/x.pb");
+  spec.env = {{"FALCON_EXP_ID", "e"},
+              {"STORAGE_EMULATOR_HOST", "http://gcs:4443"},
+              {"GOOGLE_APPLICATION_CREDENTIALS", "/elsewhere/key.json"}};
+  json m = BuildPodManifest(spec, o);
+  const json& ps = m["spec"];
+  EXPECT_EQ(ps["automountServiceAccountToken"], false);
+  EXPECT_EQ(ps["enableServiceLinks"], false);
+  ASSERT_EQ(ps["initContainers"].size(), 2u);
+  const json& stage = ps["initContainers"][0];
+  const json& upload = ps["initContainers"][1];
+  const json& analysis = ps["containers"][0];
+  ASSERT_EQ(ps["containers"].size(), 1u);
+  EXPECT_EQ(stage["name"], "stage");
+  EXPECT_FALSE(stage.contains("restartPolicy")) << "a plain init container: it runs to completion first";
+  EXPECT_EQ(upload["name"], "upload");
+  EXPECT_EQ(upload["restartPolicy"], "Always") << "a native sidecar";
+  EXPECT_EQ(stage["args"][0], "--phase=stage");
+  EXPECT_EQ(upload["args"][0], "--phase=upload");
+  EXPECT_EQ(analysis["args"][0], "--phase=run");
+  for (const json* c : {&stage, &upload, &analysis}) {
+    const json& sc = (*c)["securityContext"];
+    EXPECT_EQ(sc["runAsNonRoot"], true) << (*c)["name"];
+    EXPECT_EQ(sc["runAsUser"], 65532) << (*c)["name"];
+    EXPECT_EQ(sc["allowPrivilegeEscalation"], false) << (*c)["name"];
+    EXPECT_EQ(sc["readOnlyRootFilesystem"], true) << (*c)["name"];
+    EXPECT_EQ(sc["capabilities"]["drop"], json::array({"ALL"})) << (*c)["name"];
+    EXPECT_EQ(sc["seccompProfile"]["type"], "RuntimeDefault") << (*c)["name"];
+    EXPECT_EQ((*c)["volumeMounts"][0]["name"], "work") << "the shared emptyDir";
+  }
+  // The stager and the uploader: the store, its settings and its Secret.
+  for (const json* c : {&stage, &upload}) {
+    std::string d = c->dump();
+    EXPECT_NE(d.find("--object-store=gs://b"), std::string::npos) << d;
+    EXPECT_NE(d.find("STORAGE_EMULATOR_HOST"), std::string::npos) << d;
+    EXPECT_NE(d.find("/var/run/secrets/falcon/object-store/key.json"), std::string::npos) << d;
+    EXPECT_NE(d.find("object-store-credentials"), std::string::npos) << d;
+  }
+  EXPECT_NE(stage.dump().find("--input=gs://b/exps/e/x.pb"), std::string::npos);
+  // The analysis container: none of it, and no volume but the emptyDirs.
+  std::string a = analysis.dump();
+  for (const char* leak : {"gs://b", "STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "key.json",
+                           "object-store-credentials", "secret", "serviceaccount", "envFrom", "valueFrom"}) {
+    EXPECT_EQ(a.find(leak), std::string::npos) << leak << " in the analysis container: " << a;
+  }
+  EXPECT_EQ(analysis["env"], json::parse(R"([{"name":"FALCON_EXP_ID","value":"e"}])"));
+  ASSERT_EQ(analysis["volumeMounts"].size(), 2u);
+  for (const auto& vm : analysis["volumeMounts"]) {
+    EXPECT_TRUE(vm["name"] == "work" || vm["name"] == "tmp") << vm;
+  }
+  // Volumes: the two emptyDirs and the Secret; nothing projected, no hostPath.
+  ASSERT_EQ(ps["volumes"].size(), 3u);
+  EXPECT_EQ(ps["volumes"][2]["secret"]["secretName"], "falcon-object-store");
+  EXPECT_EQ(ps.dump().find("hostPath"), std::string::npos);
+  EXPECT_EQ(ps.dump().find("projected"), std::string::npos);
+  // Only the analysis container is limited by the analysis' resources.
+  EXPECT_EQ(analysis["resources"]["limits"]["memory"], "256Mi");
+  EXPECT_EQ(upload["resources"]["limits"]["memory"], "256Mi");
+}
+
+TEST(LabelValueTest, HostileIdsBecomeValidLabelsAndComeBack) {
+  const std::regex valid("([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?");
+  const std::string long_id(128, 'x');
+  for (const std::string& id :
+       {std::string("exp-1"), long_id, long_id + "y", std::string("-leading"), std::string("trail."),
+        std::string("_"), std::string("a b/c"), std::string("..."), std::string(63, 'a'), std::string(64, 'a'),
+        std::string("e\xc3\xa9t\xc3\xa9"), std::string("x\ny")}) {
+    std::string v = LabelValue(id);
+    EXPECT_LE(v.size(), 63u) << id;
+    EXPECT_TRUE(std::regex_match(v, valid)) << "'" << v << "' for '" << id << "'";
+    EXPECT_TRUE(IsValidLabelValue(v)) << v;
+    EXPECT_EQ(LabelValue(v), v) << "stable";
+  }
+  EXPECT_EQ(LabelValue("exp-1"), "exp-1") << "valid values are kept";
+  EXPECT_EQ(LabelValue(std::string(63, 'a')), std::string(63, 'a'));
+  EXPECT_NE(LabelValue(long_id), LabelValue(long_id + "y")) << "distinct ids, distinct labels";
+
+  // The manifest carries the encoded label and the full id in an annotation; the status gives the full id
+  // back, and a selector by the full id matches the encoded label.
+  auto spec = Spec();
+  spec.labels[runtime::kExpIdLabel] = long_id + ".";
+  KubernetesRuntimeOptions o;
+  o.image = "x";
+  json m = BuildPodManifest(spec, o);
+  std::string label = m["metadata"]["labels"][runtime::kExpIdLabel];
+  EXPECT_TRUE(IsValidLabelValue(label)) << label;
+  EXPECT_EQ(m["metadata"]["annotations"][runtime::kExpIdLabel], long_id + ".");
+  EXPECT_FALSE(m["metadata"]["annotations"].contains(runtime::kAnalysisIdLabel)) << "valid: no annotation";
+  auto st = PodStatusFromObject(m);
+  EXPECT_EQ(st.labels[runtime::kExpIdLabel], long_id + ".");
+  EXPECT_EQ(st.labels[runtime::kAnalysisIdLabel], "abc");
+  EXPECT_EQ(FormatLabelSelector({{runtime::kExpIdLabel, long_id + "."}}),
+            std::string(runtime::kExpIdLabel) + "=" + label);
+  // An annotation that does not encode to the label (someone edited it) does not replace the label.
+  m["metadata"]["annotations"][runtime::kExpIdLabel] = "forged";
+  EXPECT_EQ(PodStatusFromObject(m).labels[runtime::kExpIdLabel], label);
+}
+
+TEST(PodStatusTest, AFailedStagerFailsThePodWithItsExitCode) {
+  auto s = PodStatusFromObject(Pod(R"({"phase":"Failed","initContainerStatuses":[
+    {"name":"stage","state":{"terminated":{"exitCode":3,"reason":"Error","message":"input refused"}}},
+    {"name":"upload","state":{"waiting":{"reason":"PodInitializing"}}}],
+    "containerStatuses":[{"name":"runner","state":{"waiting":{"reason":"PodInitializing"}}}]})"));
+  EXPECT_EQ(s.phase, runtime::PodPhase::kFailed);
+  EXPECT_EQ(s.exit_code, 3);
+  EXPECT_EQ(s.reason, "Error");
+  EXPECT_EQ(s.message, "init container stage failed: input refused");
+  // The uploader's own exit (it is stopped after the analysis) never decides the outcome.
+  auto ok = PodStatusFromObject(Pod(R"({"phase":"Succeeded","initContainerStatuses":[
+    {"name":"stage","state":{"terminated":{"exitCode":0}}},
+    {"name":"upload","state":{"terminated":{"exitCode":143,"reason":"Error"}}}],
+    "containerStatuses":[{"name":"runner","state":{"terminated":{"exitCode":0,"reason":"Completed"}}}]})"));
+  EXPECT_EQ(ok.exit_code, 0);
+  EXPECT_EQ(ok.reason, "Completed");
 }
 
 TEST(PodStatusTest, Phases) {

@@ -52,6 +52,12 @@ int64_t LogFile::Written() {
   return written_;
 }
 
+int64_t LogFile::Size() {
+  struct stat st;
+  if (fd_.valid() && ::fstat(fd_.get(), &st) == 0) return static_cast<int64_t>(st.st_size);
+  return Written();
+}
+
 absl::Status LogFile::Upload(objstore::ObjectStore& store, const std::string& key) {
   if (!fd_.valid()) return ErrnoStatus(open_errno_, absl::StrCat("opening ", path_.string()));
   struct stat st;
@@ -77,7 +83,7 @@ void LogUploader::Stop() {
 
 absl::Status LogUploader::Upload() {
   std::lock_guard<std::mutex> l(mu_);
-  int64_t size = log_->Written();
+  int64_t size = log_->Size();
   if (size == uploaded_size_ && uploaded_size_ >= 0) return absl::OkStatus();
   absl::Status s = log_->Upload(*store_, key_);
   if (s.ok()) uploaded_size_ = size;

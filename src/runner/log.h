@@ -32,6 +32,9 @@ class LogFile {
   void Line(const std::string& msg);
   // Bytes written through this object (to detect growth).
   int64_t Written();
+  // The file's size through the descriptor (it also grows by other writers: the Kubernetes roles share
+  // it); Written() when it cannot be read.
+  int64_t Size();
   // Stores the whole file as `key`, read through the runner's own descriptor.
   absl::Status Upload(objstore::ObjectStore& store, const std::string& key);
 

@@ -11,10 +11,13 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -59,6 +62,18 @@ class Runner {
   int Run();
 
  private:
+  struct Outcome {
+    bool ran = false;  // false: the command did not start (the code says why)
+    int code = 0;
+  };
+  // The Kubernetes roles (RunnerPhase): the analysis container and the upload sidecar.
+  int RunPhase();
+  int UploadPhase();
+  void SetUpLayout();
+  // Runs the command, teeing its output into the log; `on_terminate` runs on SIGTERM/SIGINT.
+  Outcome Execute(const std::function<void()>& on_terminate);
+  // Uploads the results and the final log; returns the runner's exit code for the command's `code`.
+  int Finish(int code, LogUploader& uploader, const CollectorOptions& collect);
   // Pumps the command's output into the log until it ended; returns its wait status.
   int Pump(pid_t child, int out_fd, bool* terminated, const std::function<void()>& on_terminate);
 
@@ -120,11 +135,17 @@ int Runner::Pump(pid_t child, int out_fd, bool* terminated, const std::function<
   return status;
 }
 
-int Runner::Run() {
+void Runner::SetUpLayout() {
   work_ = fs::absolute(o_.work_dir).lexically_normal();
   input_dir_ = work_ / "input";
   output_dir_ = work_ / "output";
   script_dir_ = work_ / "script";
+}
+
+int Runner::Run() {
+  if (o_.phase == RunnerPhase::kRun) return RunPhase();
+  if (o_.phase == RunnerPhase::kUpload) return UploadPhase();
+  SetUpLayout();
   std::error_code ec;
   for (const auto& d : {work_, input_dir_, output_dir_}) fs::create_directories(d, ec);
   if (ec) {
@@ -170,14 +191,23 @@ int Runner::Run() {
     log_->Line(absl::StrCat("staged script ", store_->Uri(o_.script_key), " -> ", script_path_.string()));
   }
   (void)uploader.Upload();  // the staging lines are visible at once
+  if (o_.phase == RunnerPhase::kStage) return 0;  // the analysis container runs the command
   uploader.Start();
 
+  Outcome run = Execute([&] { (void)uploader.Upload(); });
+  uploader.Stop();
+  if (!run.ran) {
+    (void)uploader.Upload();
+    return run.code;
+  }
+  return Finish(run.code, uploader, collect);
+}
+
+Runner::Outcome Runner::Execute(const std::function<void()>& on_terminate) {
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) {
     log_->Line(absl::StrCat("ERROR creating a pipe: ", std::strerror(errno)));
-    uploader.Stop();
-    (void)uploader.Upload();
-    return kExitStagingFailed;
+    return {false, kExitStagingFailed};
   }
   log_->Line(absl::StrCat("running: sh -c ", o_.command));
   auto pid = StartCommand(o_, CommandLayout{work_, input_dir_, output_dir_, script_dir_, script_path_}, pipefd[1]);
@@ -185,14 +215,11 @@ int Runner::Run() {
   if (!pid.ok()) {
     ::close(pipefd[0]);
     log_->Line(absl::StrCat("ERROR ", pid.status().message()));
-    uploader.Stop();
-    (void)uploader.Upload();
-    return 127;
+    return {false, 127};
   }
   bool terminated = false;
-  int status = Pump(*pid, pipefd[0], &terminated, [&] { (void)uploader.Upload(); });
+  int status = Pump(*pid, pipefd[0], &terminated, on_terminate);
   ::close(pipefd[0]);
-  uploader.Stop();
 
   int code;
   if (WIFEXITED(status)) {
@@ -204,6 +231,10 @@ int Runner::Run() {
   } else {
     code = 1;
   }
+  return {true, code};
+}
+
+int Runner::Finish(int code, LogUploader& uploader, const CollectorOptions& collect) {
   CollectSummary summary;
   absl::Status up = CollectResults(output_dir_.string(), collect, *store_,
                                    [this](const std::string& line) { log_->Line(line); }, &summary);
@@ -228,10 +259,143 @@ int Runner::Run() {
   return code;
 }
 
+// The meeting files of the analysis container and the upload sidecar (RunnerPhase). The analysis can
+// write WORK/.falcon too, so they are read and written without following links, only as regular files,
+// and what they hold is only ever an exit code: an analysis that forges one changes its own outcome only.
+constexpr char kMarkerDir[] = ".falcon";
+constexpr char kCommandExit[] = "command-exit";
+constexpr char kUploadDone[] = "upload-done";
+
+absl::Status WriteMarker(const fs::path& work, const char* name, int code) {
+  if (::mkdir((work / kMarkerDir).c_str(), 0755) != 0 && errno != EEXIST) {
+    return ErrnoStatus(errno, absl::StrCat("creating ", (work / kMarkerDir).string()));
+  }
+  UniqueFd dir(::open((work / kMarkerDir).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir.valid()) return ErrnoStatus(errno, absl::StrCat("opening ", (work / kMarkerDir).string()));
+  std::string tmp = absl::StrCat(name, ".tmp");
+  ::unlinkat(dir.get(), tmp.c_str(), 0);
+  UniqueFd f(::openat(dir.get(), tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!f.valid()) return ErrnoStatus(errno, absl::StrCat("creating ", name));
+  std::string text = absl::StrCat(code, "\n");
+  if (::write(f.get(), text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    return ErrnoStatus(errno, absl::StrCat("writing ", name));
+  }
+  if (::renameat(dir.get(), tmp.c_str(), dir.get(), name) != 0) {
+    return ErrnoStatus(errno, absl::StrCat("renaming ", tmp, " to ", name));
+  }
+  return absl::OkStatus();
+}
+
+// The exit code in WORK/.falcon/NAME; nullopt while it is absent, not a regular file or not a number.
+std::optional<int> ReadMarker(const fs::path& work, const char* name) {
+  UniqueFd dir(::open((work / kMarkerDir).c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir.valid()) return std::nullopt;
+  UniqueFd f(::openat(dir.get(), name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st;
+  if (!f.valid() || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  char buf[16] = {};
+  ssize_t n = ::read(f.get(), buf, sizeof(buf) - 1);
+  if (n <= 0) return std::nullopt;
+  char* end = nullptr;
+  long v = std::strtol(buf, &end, 10);
+  if (end == buf || (*end != '\n' && *end != '\0') || v < 0 || v > 255) return std::nullopt;
+  return static_cast<int>(v);
+}
+
+int Runner::RunPhase() {
+  SetUpLayout();
+  std::error_code ec;
+  for (const auto& d : {work_, input_dir_, output_dir_}) fs::create_directories(d, ec);
+  log_ = std::make_unique<LogFile>(work_ / "output.log");
+  if (!o_.script_key.empty()) script_path_ = script_dir_ / (o_.script_name.empty() ? "script" : o_.script_name);
+  Outcome run = Execute([] {});  // the upload sidecar keeps uploading output.log meanwhile
+  absl::Status w = WriteMarker(work_, kCommandExit, run.code);
+  if (!w.ok()) {
+    log_->Line(absl::StrCat("ERROR handing the exit code to the uploader: ", w.message()));
+    return run.code == 0 ? kExitUploadFailed : run.code;
+  }
+  // The uploader stores the results and answers with the final exit code (4 or 5 when they failed).
+  std::optional<int> done;
+  const MonoTime deadline = clock_.MonotonicNow() + std::chrono::duration_cast<Duration>(
+                                                        std::chrono::duration<double>(o_.upload_wait_seconds));
+  while (!(done = ReadMarker(work_, kUploadDone)) && clock_.MonotonicNow() < deadline) {
+    clock_.SleepFor(std::chrono::milliseconds(100), [] { return false; });
+  }
+  if (!done) {
+    log_->Line(absl::StrCat("ERROR the uploader did not store the results within --upload-wait=",
+                            o_.upload_wait_seconds, " seconds"));
+    return run.code == 0 ? kExitUploadFailed : run.code;
+  }
+  return *done;
+}
+
+int Runner::UploadPhase() {
+  SetUpLayout();
+  std::error_code ec;
+  for (const auto& d : {work_, output_dir_}) fs::create_directories(d, ec);
+  log_ = std::make_unique<LogFile>(work_ / "output.log");  // the stager's file, opened without a link
+  auto store = objstore::OpenObjectStore(o_.object_store);
+  if (!store.ok()) {
+    log_->Line(absl::StrCat("ERROR opening the object store: ", store.status().message()));
+    return kExitUploadFailed;
+  }
+  store_ = std::move(*store);
+  const std::string log_key = o_.result_prefix + "output.log";
+  LogUploader uploader(store_.get(), log_key, log_.get(), clock_, o_.log_upload_interval_seconds);
+  CollectorOptions collect{o_.result_prefix, o_.max_result_files, o_.max_result_bytes, {log_key}};
+  if (!o_.script_key.empty()) collect.reserved_keys.insert(o_.script_key);
+  uploader.Start();
+  // Until the analysis container hands over its exit code, then until SIGTERM (a native sidecar that
+  // exits on its own is restarted; the kubelet stops it once the analysis container has ended).
+  bool collected = false, terminated = false;
+  while (!terminated) {
+    if (!collected) {
+      if (std::optional<int> code = ReadMarker(work_, kCommandExit)) {
+        uploader.Stop();
+        int final_code = Finish(*code, uploader, collect);
+        absl::Status w = WriteMarker(work_, kUploadDone, final_code);
+        if (!w.ok()) log_->Line(absl::StrCat("ERROR handing the exit code back: ", w.message()));
+        collected = true;
+      }
+    }
+    pollfd pfd{g_signal_pipe[0], POLLIN, 0};
+    if (::poll(&pfd, 1, collected ? 1000 : 200) > 0 && (pfd.revents & POLLIN)) {
+      char sigs[16];
+      ssize_t r = ::read(g_signal_pipe[0], sigs, sizeof(sigs));
+      for (ssize_t i = 0; i < r; ++i) terminated |= sigs[i] == SIGTERM || sigs[i] == SIGINT;
+    }
+  }
+  uploader.Stop();
+  if (!collected) {
+    // Stopped before the command handed over (the Pod was deleted, or the analysis container died):
+    // results the command left are still collected if it did; the log is stored either way.
+    if (std::optional<int> code = ReadMarker(work_, kCommandExit)) {
+      (void)Finish(*code, uploader, collect);
+    } else {
+      log_->Line("stopped before the command ended: no results collected");
+      (void)uploader.Upload();
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
+bool ParseRunnerPhase(const std::string& name, RunnerPhase* phase) {
+  static const std::pair<const char*, RunnerPhase> kNames[] = {
+      {"all", RunnerPhase::kAll}, {"stage", RunnerPhase::kStage}, {"run", RunnerPhase::kRun},
+      {"upload", RunnerPhase::kUpload}};
+  for (const auto& [n, p] : kNames) {
+    if (name == n) {
+      *phase = p;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool ValidateOptions(RunnerOptions& o, std::string* error) {
-  if (o.object_store.empty()) {
+  if (o.object_store.empty() && o.phase != RunnerPhase::kRun) {
     *error = "--object-store is required (file:///abs/dir or gs://bucket)";
     return false;
   }
@@ -239,7 +403,7 @@ bool ValidateOptions(RunnerOptions& o, std::string* error) {
     *error = "--exp-id and --analysis-id are required";
     return false;
   }
-  if (o.command.empty()) {
+  if (o.command.empty() && (o.phase == RunnerPhase::kAll || o.phase == RunnerPhase::kRun)) {
     *error = "--command is required (the user's command or the plugin's catalog command)";
     return false;
   }
@@ -277,6 +441,10 @@ bool ValidateOptions(RunnerOptions& o, std::string* error) {
   }
   if (o.memory_limit_bytes < 0) {
     *error = "--memory-limit-bytes must be >= 0 (0: no limit)";
+    return false;
+  }
+  if (o.upload_wait_seconds <= 0) {
+    *error = "--upload-wait must be > 0 seconds";
     return false;
   }
   if (o.log_upload_interval_seconds < 0) {

@@ -22,8 +22,22 @@ inline constexpr int kExitStagingFailed = 3;  // an input or the script could no
 inline constexpr int kExitUploadFailed = 4;   // the command succeeded but its results could not be uploaded
 inline constexpr int kExitResultsRefused = 5;  // the command succeeded but its results exceed a limit
 
+// The runner's roles. kAll does everything in one process (the local runtime). On Kubernetes one Pod runs
+// three containers on a shared emptyDir (docs/kubernetes.md): kStage (init container: stages the inputs and
+// the script, holds the store identity), kRun (the analysis container: runs the command, has no store
+// access, no --object-store) and kUpload (native sidecar: uploads output.log while the command runs, then
+// the results, holds the store identity). kRun and kUpload meet through two files in WORK/.falcon:
+// `command-exit` (the command's exit code, written by kRun) and `upload-done` (the runner's final exit
+// code, written by kUpload after the results are stored); kRun exits with the latter.
+enum class RunnerPhase { kAll, kStage, kRun, kUpload };
+
+// Parses "all" | "stage" | "run" | "upload"; false for anything else.
+bool ParseRunnerPhase(const std::string& name, RunnerPhase* phase);
+
 struct RunnerOptions {
-  std::string object_store;  // URL of the store results go to
+  RunnerPhase phase = RunnerPhase::kAll;
+  double upload_wait_seconds = 600;  // kRun: how long to wait for the uploader's `upload-done`
+  std::string object_store;  // URL of the store results go to (not used, and not needed, by kRun)
   std::string exp_id;
   std::string analysis_id;
   std::string plugin;   // informational: the plugin's name, when the command is a plugin's

@@ -178,5 +178,64 @@ TEST_F(RunnerTest, LogIsUploadedAtOnceOnSigtermEvenIfTheCommandIgnoresIt) {
   Wait(20s);
 }
 
+// The Kubernetes roles (--phase): stage, then the analysis container (no --object-store: it cannot reach
+// the store) and the upload sidecar side by side on one scratch dir, as the Pod runs them.
+TEST_F(RunnerTest, PhasesSplitStagingRunningAndUploading) {
+  Put("exps/e1/one.txt", "first artifact");
+  Put("analysis/e1/a1/script/my.sh", "cat ../input/one.txt > $FALCON_OUTPUT_DIR/copy.txt; echo from-script");
+  // A file only the uploader's container would hold (its store identity): the analysis points output.log
+  // and a result at it; neither may carry it out.
+  std::ofstream(dir_ / "secret") << "uploader-secret";
+  auto with = [&](std::vector<std::string> args, const std::string& phase) {
+    args.push_back("--phase=" + phase);
+    args.push_back("--script-key=analysis/e1/a1/script/my.sh");
+    args.push_back("--script-name=my.sh");
+    return args;
+  };
+  auto stage = with(BaseArgs("unused"), "stage");
+  stage.push_back("--input=" + store_->Uri("exps/e1/one.txt"));
+  ASSERT_EQ(Run(stage), 0) << Get("analysis/e1/a1/output.log");
+  EXPECT_TRUE(absl::StrContains(Get("analysis/e1/a1/output.log"), "staged script")) << "the stager stores its log";
+
+  testsupport::Subprocess uploader(with(BaseArgs("unused"), "upload"), dir_ / "upload.stdout");
+  auto run = with(BaseArgs("sh my.sh; ln -s " + (dir_ / "secret").string() + " $FALCON_OUTPUT_DIR/leak; "
+                           "rm $FALCON_WORK_DIR/output.log; ln -s " + (dir_ / "secret").string() +
+                           " $FALCON_WORK_DIR/output.log; env > $FALCON_OUTPUT_DIR/env.txt; exit 7"),
+                  "run");
+  run.erase(run.begin() + 1);  // no --object-store for the analysis container
+  ASSERT_TRUE(absl::StartsWith(run[1], "--exp-id")) << run[1];
+  EXPECT_EQ(Run(run), 7) << "the analysis container exits with the command's status, after the upload";
+  EXPECT_EQ(Get("analysis/e1/a1/copy.txt"), "first artifact");
+  EXPECT_TRUE(absl::StrContains(Get("analysis/e1/a1/leak"), "NOT_FOUND")) << Get("analysis/e1/a1/leak");
+  std::string log = Get("analysis/e1/a1/output.log");
+  EXPECT_TRUE(absl::StrContains(log, "from-script")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "command exited with code 7")) << log;
+  EXPECT_TRUE(absl::StrContains(log, "uploaded 2 result file(s)")) << log;
+  EXPECT_FALSE(absl::StrContains(log, "uploader-secret")) << log;
+  EXPECT_FALSE(absl::StrContains(Get("analysis/e1/a1/env.txt"), store_url_)) << "no store URL in the analysis' env";
+  // The sidecar stays up until SIGTERM (a native sidecar that exits is restarted), then exits 0.
+  EXPECT_TRUE(uploader.Alive());
+  EXPECT_EQ(uploader.Stop(), 0);
+
+  // Usage: every role but `run` needs the store; an unknown role is refused.
+  EXPECT_EQ(Run({std::string(FALCON_BIN_DIR) + "/falcon-runner", "--phase=upload", "--exp-id=e", "--analysis-id=a"}),
+            kExitUsage);
+  EXPECT_EQ(Run({std::string(FALCON_BIN_DIR) + "/falcon-runner", "--phase=sideways", "--exp-id=e",
+                 "--analysis-id=a", "--object-store=" + store_url_, "--command=true"}),
+            kExitUsage);
+}
+
+// Without an uploader the analysis container does not wait forever: --upload-wait bounds it, and says so.
+TEST_F(RunnerTest, RunPhaseWaitsForTheUploaderBounded) {
+  auto run = BaseArgs("true");
+  run.erase(run.begin() + 1);
+  run.push_back("--phase=run");
+  run.push_back("--upload-wait=0.5");
+  EXPECT_EQ(Run(run), kExitUploadFailed);
+  std::ifstream so(dir_ / "runner.stdout");
+  std::string out((std::istreambuf_iterator<char>(so)), {});
+  EXPECT_TRUE(absl::StrContains(out, "did not store the results within --upload-wait=0.5 seconds")) << out;
+}
+
 }  // namespace
 }  // namespace falcon::runner

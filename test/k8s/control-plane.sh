@@ -3,6 +3,7 @@
 # etcd in one Go binary, plus a fake kubelet that runs Pods' commands as local processes.
 #
 #   test/k8s/control-plane.sh build              build (or reuse) test/k8s/.bin/controlplane
+#   test/k8s/control-plane.sh inputs-hash        the hash of its Go sources (a CI cache key for .bin/)
 #   test/k8s/control-plane.sh start DIR          start on free loopback ports; writes DIR/kubeconfig
 #   test/k8s/control-plane.sh stop DIR           stop everything started for DIR
 #   test/k8s/control-plane.sh restart DIR        restart only the apiserver (same ports, same etcd data)
@@ -24,15 +25,22 @@ SRC="${HERE}/controlplane"
 
 die() { echo "control-plane: $*" >&2; exit 1; }
 
+# The binary is reused only when it was built from exactly these inputs (not by modification times: a
+# cache restored by CI has fresh ones).
+inputs_hash() {
+  (cd "${SRC}" && find . -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) -print0 | sort -z |
+    xargs -0 sha256sum) | sha256sum | cut -d' ' -f1
+}
+
 build() {
   command -v go >/dev/null 2>&1 || die "the go command is needed to build the control plane (Go >= 1.25)"
   mkdir -p "${BIN_DIR}"
   # One build at a time (several test binaries may start control planes concurrently).
   exec 9>"${BIN_DIR}/.build.lock"
   flock 9
-  local newest
-  newest="$(find "${SRC}" -type f \( -name '*.go' -o -name go.mod -o -name go.sum \) -newer "${BIN}" 2>/dev/null | head -1 || true)"
-  if [[ -x "${BIN}" && -z "${newest}" ]]; then
+  local want
+  want="$(inputs_hash)"
+  if [[ -x "${BIN}" && "$(cat "${BIN}.inputs" 2>/dev/null || true)" == "${want}" ]]; then
     flock -u 9
     return 0
   fi
@@ -40,6 +48,7 @@ build() {
   (cd "${SRC}" && CGO_ENABLED=0 go build -p 2 -trimpath -ldflags="-s -w" -o "${BIN}.tmp" .) \
     || die "build failed (see the go output above)"
   mv "${BIN}.tmp" "${BIN}"
+  echo "${want}" >"${BIN}.inputs"
   flock -u 9
 }
 
@@ -116,6 +125,7 @@ start_apiserver() {
     --tls-cert-file="${pki}/apiserver.crt" --tls-private-key-file="${pki}/apiserver.key" \
     --client-ca-file="${pki}/ca.crt" \
     --service-cluster-ip-range=10.0.0.0/24 --allow-privileged=true \
+    --enable-admission-plugins=PodSecurity \
     --disable-admission-plugins=ServiceAccount \
     --authorization-mode=RBAC \
     --service-account-issuer="https://127.0.0.1:${APISERVER_PORT}/" \
@@ -218,9 +228,10 @@ cmd_restart() {
 
 case "${1:-}" in
   build) build ;;
+  inputs-hash) inputs_hash ;;
   start) [[ $# -eq 2 ]] || die "usage: $0 start DIR"; cmd_start "$2" ;;
   stop) [[ $# -eq 2 ]] || die "usage: $0 stop DIR"; cmd_stop "$2" ;;
   restart) [[ $# -eq 2 ]] || die "usage: $0 restart DIR"; cmd_restart "$2" ;;
   env) [[ $# -eq 2 ]] || die "usage: $0 env DIR"; cat "$2/env"; echo "KUBECONFIG=$(cd "$2" && pwd)/kubeconfig" ;;
-  *) die "usage: $0 build | start DIR | stop DIR | restart DIR | env DIR" ;;
+  *) die "usage: $0 build | inputs-hash | start DIR | stop DIR | restart DIR | env DIR" ;;
 esac

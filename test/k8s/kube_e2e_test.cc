@@ -337,4 +337,79 @@ TEST_F(KubeE2E, PausedOldLeadersLateWritesAreRefused) {
             << controllers_[old].proc->Log().substr(old_log_size);
 }
 
+// The analysis has no credentials (docs/security.md, "Kubernetes"): the user's code, run in the analysis
+// container, finds no store URL, no store settings and no token in its environment, its runner's flags or
+// the service-account path; the Pod the controller made is admitted by PodSecurity "restricted" (which
+// refuses a privileged one in the same namespace); an odd, 128-character exp id gives a valid Pod whose
+// labels are valid values and whose annotation keeps the full id; results still arrive through the uploader.
+TEST_F(KubeE2E, TheAnalysisContainerHoldsNoCredentialAndPassesRestricted) {
+  StartSystem(1, {});
+  WaitReady(0);
+  const std::string exp = std::string(120, 'E') + "-odd_.";
+  CreateExp(exp);
+  std::string id = Command(exp,
+                           "env > \"$FALCON_OUTPUT_DIR/env.txt\"; "
+                           "tr '\\0' '\\n' < /proc/$PPID/cmdline > \"$FALCON_OUTPUT_DIR/runner-args.txt\"; "
+                           "for f in /var/run/secrets/kubernetes.io/serviceaccount/token "
+                           "/var/run/secrets/falcon/object-store/key.json; do "
+                           "if cat $f 2>/dev/null; then echo \"READ $f\"; else echo \"no $f\"; fi; done "
+                           "> \"$FALCON_OUTPUT_DIR/secrets.txt\"");
+  ASSERT_TRUE(WaitStatus(id, "succeeded")) << Get(id).dump(2) << AllControllerLogs();
+  const fs::path results = objects_ / "analysis" / exp / id;
+  std::string env = ReadFile(results / "env.txt");
+  std::string args = ReadFile(results / "runner-args.txt");
+  std::string secrets = ReadFile(results / "secrets.txt");
+  ASSERT_FALSE(env.empty()) << "the uploader stored the analysis' results";
+  EXPECT_NE(env.find("FALCON_ANALYSIS_ID=" + id), std::string::npos) << env;
+  for (const std::string& leak : {objects_.string(), std::string("file://"), std::string("STORAGE_EMULATOR_HOST"),
+                                  std::string("GOOGLE_APPLICATION_CREDENTIALS"), std::string("KUBERNETES_SERVICE")}) {
+    EXPECT_EQ(env.find(leak), std::string::npos) << leak << " in the analysis' environment:\n" << env;
+    EXPECT_EQ(args.find(leak), std::string::npos) << leak << " in the analysis runner's flags:\n" << args;
+  }
+  EXPECT_NE(args.find("--phase=run"), std::string::npos) << args;
+  EXPECT_EQ(args.find("--object-store"), std::string::npos) << args;
+  EXPECT_EQ(secrets.find("READ"), std::string::npos) << secrets;
+  std::string log = ReadFile(results / "output.log");
+  EXPECT_NE(log.find("uploaded 3 result file(s)"), std::string::npos) << log;
+
+  // The Pod as the apiserver admitted it into the restricted namespace.
+  auto pod = cp_->admin().Get("/api/v1/namespaces/" + ns_ + "/pods/" + PodName(id));
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  const json& spec = (*pod)["spec"];
+  EXPECT_EQ(spec["automountServiceAccountToken"], false);
+  ASSERT_EQ(spec["initContainers"].size(), 2u) << spec.dump(2);
+  EXPECT_EQ(spec["initContainers"][1]["restartPolicy"], "Always");
+  const json& analysis = spec["containers"][0];
+  std::string a = analysis.dump();
+  EXPECT_EQ(a.find(objects_.string()), std::string::npos) << a;
+  for (const auto& vm : analysis["volumeMounts"]) {
+    EXPECT_TRUE(vm["name"] == "work" || vm["name"] == "tmp") << "only the emptyDirs: " << vm;
+  }
+  EXPECT_NE(spec["initContainers"][0].dump().find(objects_.string()), std::string::npos)
+      << "the stager holds the store";
+  const json& meta = (*pod)["metadata"];
+  std::string exp_label = meta["labels"]["falcon.dev/exp-id"];
+  EXPECT_LE(exp_label.size(), 63u);
+  EXPECT_TRUE(std::regex_match(exp_label, std::regex("[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?"))) << exp_label;
+  EXPECT_EQ(meta["annotations"]["falcon.dev/exp-id"], exp);
+  EXPECT_EQ(meta["labels"]["falcon.dev/analysis-id"], id);
+  json statuses = (*pod)["status"]["initContainerStatuses"];
+  ASSERT_EQ(statuses.size(), 2u) << (*pod)["status"].dump(2);
+  EXPECT_EQ(statuses[0]["state"]["terminated"]["exitCode"], 0) << statuses.dump(2);
+  EXPECT_TRUE(statuses[1]["state"].contains("terminated")) << "the sidecar is stopped after the analysis";
+
+  // The same namespace refuses a Pod that is not restricted.
+  json privileged = {{"apiVersion", "v1"},
+                     {"kind", "Pod"},
+                     {"metadata", {{"name", "privileged"}}},
+                     {"spec",
+                      {{"containers", json::array({{{"name", "c"},
+                                                    {"image", "x"},
+                                                    {"command", json::array({"true"})},
+                                                    {"securityContext", {{"privileged", true}}}}})}}}};
+  auto refused = cp_->admin().Post("/api/v1/namespaces/" + ns_ + "/pods", privileged);
+  ASSERT_FALSE(refused.ok()) << "a privileged Pod was admitted";
+  EXPECT_NE(std::string(refused.status().message()).find("PodSecurity"), std::string::npos) << refused.status();
+}
+
 }  // namespace

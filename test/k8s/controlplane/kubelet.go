@@ -1,13 +1,19 @@
 package main
 
 // The fake kubelet: there is no container runtime in the test control plane, so this loop plays the
-// kubelet for one Node. It binds every unscheduled Pod to its Node, runs the first container's
-// command+args as a local process with the Pod's env (plus FALCON_WORK_DIR/TMPDIR pointing at per-Pod
-// directories that stand for the emptyDir volumes), reports Running and then Succeeded/Failed with the real
-// exit code through the status subresource, enforces activeDeadlineSeconds (DeadlineExceeded), kills the
-// process when the Pod is deleted and then removes the Pod with grace period 0, and serves the container
-// log at the kubelet's /containerLogs endpoint so that `pods/{name}/log` (with follow) works through the
-// apiserver.
+// kubelet for one Node. It binds every unscheduled Pod to its Node and runs its containers as local
+// processes the way the kubelet orders them: the init containers one after another, each to completion (a
+// failure fails the Pod), the native sidecars (init containers with restartPolicy Always) started in their
+// turn and kept running, then the first container; when it ends the sidecars get SIGTERM (SIGKILL after the
+// grace period) in reverse order. Each process gets only the container's own env, PATH and the folders that
+// stand for the emptyDir volumes it mounts (FALCON_WORK_DIR for /work, TMPDIR for /tmp; one folder per Pod,
+// shared by its containers) — nothing of the kubelet's environment, no service-account token and no other
+// volume. It reports Running and then Succeeded/Failed with the real exit codes (initContainerStatuses and
+// containerStatuses) through the status subresource, enforces activeDeadlineSeconds (DeadlineExceeded),
+// stops the processes when the Pod is deleted and then removes the Pod with grace period 0, and serves each
+// container's log at the kubelet's /containerLogs endpoint so that `pods/{name}/log?container=` (with
+// follow) works through the apiserver. Security contexts are not enforced (the processes run as the
+// kubelet's user, without filesystem isolation); the apiserver's PodSecurity admission checks them.
 //
 // Pods annotated falcon.dev/fake-kubelet=ignore are left alone (tests that write the status themselves).
 
@@ -42,9 +48,12 @@ const ignoreAnnotation = "falcon.dev/fake-kubelet"
 
 type podRun struct {
 	uid      types.UID
-	cmd      *exec.Cmd
-	done     chan struct{}
-	logPath  string
+	pod      *corev1.Pod
+	done     chan struct{} // closed when every container of the Pod has ended
+	inits    []*proc       // init containers and sidecars, in order; guarded by kubelet.mu
+	sidecars []*proc       // the native sidecars among them
+	current  *proc         // the init container or main container running now
+	main     *proc
 	deleted  bool
 	deadline bool
 }
@@ -56,7 +65,8 @@ type kubelet struct {
 	path     string
 	mu       sync.Mutex
 	runs     map[types.UID]*podRun
-	logPaths map[string]string // ns/pod/container -> file
+	logPaths map[string]string        // ns/pod/container -> file
+	logDone  map[string]chan struct{} // file -> closed when its container ended
 }
 
 func runKubelet(args []string) int {
@@ -88,7 +98,7 @@ func runKubelet(args []string) int {
 		return 1
 	}
 	k := &kubelet{client: client, node: *node, runDir: *runDir, path: *path,
-		runs: map[types.UID]*podRun{}, logPaths: map[string]string{}}
+		runs: map[types.UID]*podRun{}, logPaths: map[string]string{}, logDone: map[string]chan struct{}{}}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/containerLogs/", k.serveLogs)
@@ -129,8 +139,10 @@ func runKubelet(args []string) int {
 		// Take the Pods' processes down with the kubelet (as if the node went away).
 		k.mu.Lock()
 		for _, r := range k.runs {
-			if r.cmd != nil && r.cmd.Process != nil {
-				_ = syscall.Kill(-r.cmd.Process.Pid, syscall.SIGKILL)
+			for _, pr := range append(append([]*proc{}, r.inits...), r.main) {
+				if pr != nil && pr.cmd != nil && pr.cmd.Process != nil {
+					_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
+				}
 			}
 		}
 		k.mu.Unlock()
@@ -204,7 +216,7 @@ func (k *kubelet) sync(ctx context.Context, p *corev1.Pod) {
 			k.mu.Lock()
 			run.deleted = true
 			k.mu.Unlock()
-			terminate(run, p.DeletionGracePeriodSeconds)
+			terminate(k, run, p.DeletionGracePeriodSeconds)
 		}
 		go func() {
 			if run != nil {
@@ -236,115 +248,109 @@ func (k *kubelet) sync(ctx context.Context, p *corev1.Pod) {
 	k.start(ctx, p)
 }
 
-func terminate(run *podRun, grace *int64) {
-	if run.cmd == nil || run.cmd.Process == nil {
-		return
-	}
-	_ = syscall.Kill(-run.cmd.Process.Pid, syscall.SIGTERM)
+// terminate stops the running container (the main one, or the init container in progress); runPod then
+// stops the sidecars after it, as the kubelet does on deletion.
+func terminate(k *kubelet, run *podRun, grace *int64) {
 	g := int64(30)
 	if grace != nil {
 		g = *grace
 	}
-	go func() {
-		select {
-		case <-run.done:
-		case <-time.After(time.Duration(g) * time.Second):
-			_ = syscall.Kill(-run.cmd.Process.Pid, syscall.SIGKILL)
-		}
-	}()
+	k.mu.Lock()
+	cur := run.current
+	k.mu.Unlock()
+	go stopProc(cur, g)
 }
 
-func (k *kubelet) start(ctx context.Context, p *corev1.Pod) {
-	if len(p.Spec.Containers) == 0 {
-		return
+// proc is one container's process.
+type proc struct {
+	c       corev1.Container
+	cmd     *exec.Cmd
+	done    chan struct{}
+	started metav1.Time
+	term    *corev1.ContainerStateTerminated
+}
+
+// containerEnv is what a container runtime gives a container: the image's PATH (here the kubelet's, with
+// --path first), the container's own env, and the emptyDir folders — nothing of the kubelet's environment.
+func (k *kubelet) containerEnv(p *corev1.Pod, c corev1.Container, workDir, tmpDir string) []string {
+	path := os.Getenv("PATH")
+	if k.path != "" {
+		path = k.path + ":" + path
 	}
-	c := p.Spec.Containers[0]
+	env := []string{"PATH=" + path, "HOME=" + tmpDir}
+	for _, name := range []string{"LANG", "LC_ALL", "TZ"} {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		}
+	}
+	for _, e := range c.Env {
+		env = append(env, e.Name+"="+e.Value)
+	}
+	// The emptyDir volumes at /work and /tmp become per-Pod folders shared by the Pod's containers that
+	// mount them (later entries win). Nothing else is mounted: no service-account token, no Secret.
+	for _, m := range c.VolumeMounts {
+		switch m.MountPath {
+		case "/work":
+			env = append(env, "FALCON_WORK_DIR="+workDir)
+		case "/tmp":
+			env = append(env, "TMPDIR="+tmpDir)
+		}
+	}
+	return append(env, "HOSTNAME="+p.Name)
+}
+
+// startProc starts one container's command+args with its log at podDir/<name>.log.
+func (k *kubelet) startProc(p *corev1.Pod, c corev1.Container, podDir, workDir, tmpDir string) (*proc, error) {
+	pr := &proc{c: c, done: make(chan struct{}), started: metav1.Now()}
 	argv := append(append([]string{}, c.Command...), c.Args...)
-	podDir := filepath.Join(k.runDir, "pods", p.Namespace+"_"+p.Name+"_"+string(p.UID))
-	workDir := filepath.Join(podDir, "work")
-	tmpDir := filepath.Join(podDir, "tmp")
-	_ = os.MkdirAll(workDir, 0o755)
-	_ = os.MkdirAll(tmpDir, 0o755)
 	logPath := filepath.Join(podDir, c.Name+".log")
-	run := &podRun{uid: p.UID, done: make(chan struct{}), logPath: logPath}
 	k.mu.Lock()
-	k.runs[p.UID] = run
 	k.logPaths[p.Namespace+"/"+p.Name+"/"+c.Name] = logPath
+	k.logDone[logPath] = pr.done
 	k.mu.Unlock()
-
 	logFile, err := os.Create(logPath)
-	started := metav1.Now()
-	var startErr error
 	if err != nil {
-		startErr = err
-	} else if len(argv) == 0 {
-		startErr = errors.New("container has no command and no args (the fake kubelet does not know images)")
-	} else {
-		env := os.Environ()
-		for _, e := range c.Env {
-			env = append(env, e.Name+"="+e.Value)
-		}
-		// The emptyDir volumes at /work and /tmp become per-Pod folders (later entries win).
-		env = append(env, "FALCON_WORK_DIR="+workDir, "TMPDIR="+tmpDir, "HOSTNAME="+p.Name)
-		if k.path != "" {
-			env = append(env, "PATH="+k.path+":"+os.Getenv("PATH"))
-		}
-		cmd := exec.Command(argv[0], argv[1:]...)
-		// Resolve argv[0] with the prepended PATH.
-		if k.path != "" && !strings.Contains(argv[0], "/") {
-			for _, d := range strings.Split(k.path, ":") {
-				if st, err := os.Stat(filepath.Join(d, argv[0])); err == nil && !st.IsDir() {
-					cmd.Path = filepath.Join(d, argv[0])
-					cmd.Err = nil // exec.Command's own lookup (in the kubelet's PATH) may have failed
-					break
-				}
-			}
-		}
-		cmd.Env = env
-		cmd.Dir = workDir
-		if c.WorkingDir != "" {
-			if st, err := os.Stat(c.WorkingDir); err == nil && st.IsDir() {
-				cmd.Dir = c.WorkingDir
-			}
-		}
-		cmd.Stdout = logFile
-		cmd.Stderr = logFile
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-		run.cmd = cmd
-		startErr = cmd.Start()
+		close(pr.done)
+		return pr, err
 	}
-	if startErr != nil {
-		if logFile != nil {
-			fmt.Fprintf(logFile, "fake kubelet: cannot start container: %v\n", startErr)
-			logFile.Close()
-		}
-		close(run.done)
-		k.writeStatus(ctx, p, corev1.PodFailed, c, started, &corev1.ContainerStateTerminated{
-			ExitCode: 128, Reason: "StartError", Message: startErr.Error(), StartedAt: started, FinishedAt: metav1.Now()}, "", "")
-		return
+	if len(argv) == 0 {
+		fmt.Fprintln(logFile, "fake kubelet: container has no command and no args (the fake kubelet does not know images)")
+		logFile.Close()
+		close(pr.done)
+		return pr, errors.New("container has no command and no args (the fake kubelet does not know images)")
 	}
-	k.writeStatus(ctx, p, corev1.PodRunning, c, started, nil, "", "")
-
-	if p.Spec.ActiveDeadlineSeconds != nil {
-		d := time.Duration(*p.Spec.ActiveDeadlineSeconds) * time.Second
-		go func() {
-			select {
-			case <-run.done:
-			case <-time.After(d):
-				k.mu.Lock()
-				run.deadline = true
-				k.mu.Unlock()
-				zero := int64(2)
-				terminate(run, &zero)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	// Resolve argv[0] with the prepended PATH.
+	if k.path != "" && !strings.Contains(argv[0], "/") {
+		for _, d := range strings.Split(k.path, ":") {
+			if st, err := os.Stat(filepath.Join(d, argv[0])); err == nil && !st.IsDir() {
+				cmd.Path = filepath.Join(d, argv[0])
+				cmd.Err = nil // exec.Command's own lookup (in the kubelet's PATH) may have failed
+				break
 			}
-		}()
+		}
+	}
+	cmd.Env = k.containerEnv(p, c, workDir, tmpDir)
+	cmd.Dir = workDir
+	if c.WorkingDir != "" {
+		if st, err := os.Stat(c.WorkingDir); err == nil && st.IsDir() {
+			cmd.Dir = c.WorkingDir
+		}
+	}
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	pr.cmd = cmd
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(logFile, "fake kubelet: cannot start container: %v\n", err)
+		logFile.Close()
+		close(pr.done)
+		return pr, err
 	}
 	go func() {
-		err := run.cmd.Wait()
+		err := cmd.Wait()
 		logFile.Close()
-		close(run.done)
-		code := int32(0)
-		reason := "Completed"
+		code, reason := int32(0), "Completed"
 		if err != nil {
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
@@ -359,47 +365,214 @@ func (k *kubelet) start(ctx context.Context, p *corev1.Pod) {
 			reason = "Error"
 		}
 		k.mu.Lock()
-		deleted, deadline := run.deleted, run.deadline
+		pr.term = &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, StartedAt: pr.started,
+			FinishedAt: metav1.Now()}
 		k.mu.Unlock()
-		if deleted {
-			return
-		}
-		phase := corev1.PodSucceeded
-		if code != 0 {
-			phase = corev1.PodFailed
-		}
-		podReason, podMsg := "", ""
-		if deadline {
-			phase = corev1.PodFailed
-			podReason = "DeadlineExceeded"
-			podMsg = fmt.Sprintf("Pod was active on the node longer than the specified deadline")
-		}
-		k.writeStatus(ctx, p, phase, c, started, &corev1.ContainerStateTerminated{
-			ExitCode: code, Reason: reason, StartedAt: started, FinishedAt: metav1.Now()}, podReason, podMsg)
+		close(pr.done)
 	}()
+	return pr, nil
 }
 
-// writeStatus replaces the Pod's status (re-reading on conflict).
-func (k *kubelet) writeStatus(ctx context.Context, orig *corev1.Pod, phase corev1.PodPhase, c corev1.Container,
-	started metav1.Time, term *corev1.ContainerStateTerminated, reason, msg string) {
+func startFailure(pr *proc, err error) *corev1.ContainerStateTerminated {
+	now := metav1.Now()
+	return &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError", Message: err.Error(),
+		StartedAt: pr.started, FinishedAt: now}
+}
+
+// start runs the Pod as the kubelet does: the init containers in order, each to completion (a failure
+// fails the Pod); an init container with restartPolicy Always is a native sidecar, started in its turn
+// and kept running; then the first container. When it ends, the sidecars are stopped (SIGTERM, then SIGKILL
+// after the grace period) in reverse order, and the Pod's phase is the container's outcome.
+func (k *kubelet) start(ctx context.Context, p *corev1.Pod) {
+	if len(p.Spec.Containers) == 0 {
+		return
+	}
+	c := p.Spec.Containers[0]
+	podDir := filepath.Join(k.runDir, "pods", p.Namespace+"_"+p.Name+"_"+string(p.UID))
+	workDir := filepath.Join(podDir, "work")
+	tmpDir := filepath.Join(podDir, "tmp")
+	_ = os.MkdirAll(workDir, 0o755)
+	_ = os.MkdirAll(tmpDir, 0o755)
+	run := &podRun{uid: p.UID, done: make(chan struct{}), pod: p}
+	k.mu.Lock()
+	k.runs[p.UID] = run
+	k.mu.Unlock()
+	go k.runPod(ctx, p, run, c, podDir, workDir, tmpDir)
+}
+
+func (k *kubelet) runPod(ctx context.Context, p *corev1.Pod, run *podRun, c corev1.Container, podDir, workDir, tmpDir string) {
+	defer close(run.done)
+	grace := int64(30)
+	if p.Spec.TerminationGracePeriodSeconds != nil {
+		grace = *p.Spec.TerminationGracePeriodSeconds
+	}
+	stopSidecars := func() {
+		k.mu.Lock()
+		sidecars := append([]*proc{}, run.sidecars...)
+		k.mu.Unlock()
+		for i := len(sidecars) - 1; i >= 0; i-- {
+			stopProc(sidecars[i], grace)
+		}
+	}
+	for _, ic := range p.Spec.InitContainers {
+		if k.stopped(run) {
+			stopSidecars()
+			return
+		}
+		pr, err := k.startProc(p, ic, podDir, workDir, tmpDir)
+		k.mu.Lock()
+		if err != nil {
+			pr.term = startFailure(pr, err)
+		}
+		if ic.RestartPolicy != nil && *ic.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			run.sidecars = append(run.sidecars, pr)
+			run.inits = append(run.inits, pr)
+			k.mu.Unlock()
+			if err == nil {
+				continue
+			}
+		} else {
+			run.current = pr
+			run.inits = append(run.inits, pr)
+			k.mu.Unlock()
+			<-pr.done
+		}
+		k.mu.Lock()
+		term := pr.term
+		k.mu.Unlock()
+		if term != nil && term.ExitCode != 0 {
+			stopSidecars()
+			if !k.stopped(run) {
+				k.writeStatus(ctx, p, run, corev1.PodFailed, "", "")
+			}
+			return
+		}
+	}
+	if k.stopped(run) {
+		stopSidecars()
+		return
+	}
+	pr, err := k.startProc(p, c, podDir, workDir, tmpDir)
+	k.mu.Lock()
+	run.main = pr
+	run.current = pr
+	if err != nil {
+		pr.term = startFailure(pr, err)
+	}
+	k.mu.Unlock()
+	if err != nil {
+		stopSidecars()
+		k.writeStatus(ctx, p, run, corev1.PodFailed, "", "")
+		return
+	}
+	k.writeStatus(ctx, p, run, corev1.PodRunning, "", "")
+
+	if p.Spec.ActiveDeadlineSeconds != nil {
+		d := time.Duration(*p.Spec.ActiveDeadlineSeconds) * time.Second
+		go func() {
+			select {
+			case <-pr.done:
+			case <-time.After(d):
+				k.mu.Lock()
+				run.deadline = true
+				k.mu.Unlock()
+				stopProc(pr, 2)
+			}
+		}()
+	}
+	<-pr.done
+	stopSidecars()
+	k.mu.Lock()
+	deleted, deadline, term := run.deleted, run.deadline, pr.term
+	k.mu.Unlock()
+	if deleted {
+		return
+	}
+	phase := corev1.PodSucceeded
+	if term.ExitCode != 0 {
+		phase = corev1.PodFailed
+	}
+	podReason, podMsg := "", ""
+	if deadline {
+		phase = corev1.PodFailed
+		podReason = "DeadlineExceeded"
+		podMsg = "Pod was active on the node longer than the specified deadline"
+	}
+	k.writeStatus(ctx, p, run, phase, podReason, podMsg)
+}
+
+func (k *kubelet) stopped(run *podRun) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return run.deleted
+}
+
+// stopProc sends SIGTERM to the process group, SIGKILL after `grace` seconds, and waits for the end.
+func stopProc(pr *proc, grace int64) {
+	if pr == nil || pr.cmd == nil || pr.cmd.Process == nil {
+		return
+	}
+	select {
+	case <-pr.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-pr.done:
+	case <-time.After(time.Duration(grace) * time.Second):
+		_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
+		<-pr.done
+	}
+}
+
+func containerStatus(pr *proc, p *corev1.Pod) corev1.ContainerStatus {
+	cs := corev1.ContainerStatus{Name: pr.c.Name, Image: pr.c.Image, ImageID: "fake://" + pr.c.Image,
+		ContainerID: "fake://" + string(p.UID) + "/" + pr.c.Name}
+	if pr.term != nil {
+		cs.State.Terminated = pr.term
+	} else {
+		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: pr.started}
+		cs.Ready = true
+		t := true
+		cs.Started = &t
+	}
+	return cs
+}
+
+// writeStatus replaces the Pod's status with the containers' states (re-reading on conflict).
+func (k *kubelet) writeStatus(ctx context.Context, orig *corev1.Pod, run *podRun, phase corev1.PodPhase, reason, msg string) {
 	for attempt := 0; attempt < 20; attempt++ {
 		p, err := k.client.CoreV1().Pods(orig.Namespace).Get(ctx, orig.Name, metav1.GetOptions{})
 		if err != nil || p.UID != orig.UID {
 			return
 		}
 		now := metav1.Now()
-		cs := corev1.ContainerStatus{Name: c.Name, Image: c.Image, ImageID: "fake://" + c.Image,
-			ContainerID: "fake://" + string(p.UID)}
-		ready := corev1.ConditionFalse
-		if term == nil {
-			cs.State.Running = &corev1.ContainerStateRunning{StartedAt: started}
-			cs.Ready = true
-			t := true
-			cs.Started = &t
-			ready = corev1.ConditionTrue
-		} else {
-			cs.State.Terminated = term
+		k.mu.Lock()
+		var inits, mains []corev1.ContainerStatus
+		for _, pr := range run.inits {
+			inits = append(inits, containerStatus(pr, p))
 		}
+		started := now
+		ready := corev1.ConditionFalse
+		initialized := corev1.ConditionFalse
+		if run.main != nil {
+			initialized = corev1.ConditionTrue
+			mains = append(mains, containerStatus(run.main, p))
+			started = run.main.started
+			if run.main.term == nil {
+				ready = corev1.ConditionTrue
+			}
+		} else {
+			for _, c := range p.Spec.Containers {
+				mains = append(mains, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+					State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}})
+			}
+			if len(run.inits) > 0 {
+				started = run.inits[0].started
+			}
+		}
+		k.mu.Unlock()
 		p.Status.Phase = phase
 		p.Status.Reason = reason
 		p.Status.Message = msg
@@ -408,10 +581,11 @@ func (k *kubelet) writeStatus(ctx context.Context, orig *corev1.Pod, phase corev
 		p.Status.PodIP = "127.0.0.1"
 		p.Status.PodIPs = []corev1.PodIP{{IP: "127.0.0.1"}}
 		p.Status.StartTime = &started
-		p.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
+		p.Status.InitContainerStatuses = inits
+		p.Status.ContainerStatuses = mains
 		p.Status.Conditions = []corev1.PodCondition{
 			{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: started},
-			{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: started},
+			{Type: corev1.PodInitialized, Status: initialized, LastTransitionTime: now},
 			{Type: corev1.ContainersReady, Status: ready, LastTransitionTime: now},
 			{Type: corev1.PodReady, Status: ready, LastTransitionTime: now},
 		}
@@ -436,12 +610,7 @@ func (k *kubelet) serveLogs(w http.ResponseWriter, r *http.Request) {
 	key := strings.Join(parts, "/")
 	k.mu.Lock()
 	path, ok := k.logPaths[key]
-	var run *podRun
-	for _, rr := range k.runs {
-		if rr.logPath == path {
-			run = rr
-		}
-	}
+	done := k.logDone[path]
 	k.mu.Unlock()
 	if !ok {
 		http.Error(w, "container "+key+" is not running on this node", http.StatusNotFound)
@@ -470,11 +639,11 @@ func (k *kubelet) serveLogs(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if err == io.EOF {
-			if !follow || run == nil {
+			if !follow || done == nil {
 				return
 			}
 			select {
-			case <-run.done:
+			case <-done:
 				// Drain what was written before the exit, then end.
 				rest, _ := io.ReadAll(rd)
 				w.Write(rest)
