@@ -2,6 +2,8 @@
 // their buffers and ordering rules; split apart, the byte-identity argument would span two files.
 #include "plugins/hlo_stats/hlo_stats.h"
 
+#include "plugins/common/content.h"
+
 #include <algorithm>
 
 #if defined(__SSE2__)
@@ -410,7 +412,7 @@ class FileAnalyzer {
 
   FileAnalyzer(JsonlWriter& out, const std::string& filename)
       : out_(out), stage_(StageOf(filename)) {
-    AppendJsonString(source_, out.source());
+    source_ = out.SourceFieldsJson();
     threads_ = PluginThreads();
     max_in_flight_ = 2 * static_cast<size_t>(threads_) + 1;
   }
@@ -546,7 +548,7 @@ class FileAnalyzer {
 
   JsonlWriter& out_;
   const std::string stage_;
-  std::string source_;  // the source file as a JSON string
+  std::string source_;  // what follows "source": in a record (JsonlWriter::SourceFieldsJson)
   int threads_ = 1;
   size_t max_in_flight_ = 1;
   std::unique_ptr<ModuleWriter> inline_;
@@ -563,9 +565,21 @@ class FileAnalyzer {
   absl::Status first_error_;
 };
 
+// Binary data or JSON given as HLO: say what it looks like instead of a parse error about its bytes.
+absl::Status CheckLooksLikeHlo(std::string_view data) {
+  ContentKind kind = ClassifyContent(data.substr(0, 4096));
+  if (kind == ContentKind::kProtobuf || kind == ContentKind::kBinary || kind == ContentKind::kJson) {
+    return InputError(absl::StrCat("not HLO text (looks like ", std::string(DescribeContent(kind)),
+                                   "); hlo-stats reads HLO text dumps (*.hlo, *after_optimizations.txt)"),
+                      1, std::nullopt);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status AnalyzeHloText(std::string_view text, const std::string& filename, JsonlWriter& out) {
+  if (absl::Status s = CheckLooksLikeHlo(text); !s.ok()) return s;
   FileAnalyzer a(out, filename);
   a.Submit(std::string(text), 1);
   return a.Finish();
@@ -621,6 +635,9 @@ absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
       return n.status();
     }
     if (*n == 0) break;
+    if (len == 0) {
+      if (absl::Status s = CheckLooksLikeHlo(std::string_view(buf.data(), *n)); !s.ok()) return s;
+    }
     size_t from = len;
     len += *n;
     // The last complete line so far ends at the last newline.

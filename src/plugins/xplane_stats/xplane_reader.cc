@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <functional>
@@ -15,6 +16,7 @@
 #include <google/protobuf/wire_format_lite.h>
 
 #include "absl/strings/str_cat.h"
+#include "plugins/common/content.h"
 #include "plugins/common/plugin_io.h"
 #include "plugins/xplane_stats/xplane.pb.h"
 
@@ -341,6 +343,23 @@ absl::Status Read(Source& src, Visitor& visitor) {
   {
     auto zin = src.Open();
     if (!zin.ok()) return zin.status();
+    {
+      // Text (JSON, HLO) or other binary given as an XSpace: say what it looks like.
+      const void* data = nullptr;
+      int size = 0;
+      if ((*zin)->Next(&data, &size)) {
+        ContentKind kind = ClassifyContent(
+            std::string_view(static_cast<const char*>(data), static_cast<size_t>(std::min(size, 4096))));
+        (*zin)->BackUp(size);
+        if (kind != ContentKind::kProtobuf && kind != ContentKind::kEmpty) {
+          return InputError(absl::StrCat("not an XSpace protobuf (looks like ", std::string(DescribeContent(kind)),
+                                         "); xplane-stats reads *.xplane.pb profiles"),
+                            std::nullopt, 0);
+        }
+      }
+      absl::Status io = src.Error();
+      if (!io.ok()) return io;
+    }
     absl::Status s = ForEachPlane(zin->get(), [&](CodedInputStream& in, int index, uint64_t base) {
       PlaneInfo& p = planes.emplace_back();
       p.index = index;
