@@ -223,6 +223,8 @@ class ModuleWriter {
     op_counts_.assign(model_.NumOpIds(), 0);
     fusions_.clear();
     collectives_.clear();
+    unmodelled_.clear();
+    int64_t unknown_trip_counts = 0;
     int64_t fused_computations = 0;
     for (size_t c = 0; c < comps.size(); ++c) {
       if (model_.IsFusionBody(static_cast<int>(c))) ++fused_computations;
@@ -243,6 +245,14 @@ class ModuleWriter {
         }
       }
       if (!kind.empty()) Increment(collectives_, kind);
+      if (op.flops == hlo::OpInfo::Flops::kCustomCall) {
+        std::string_view target = hlo::CustomCallTarget(ins);
+        if (hlo::ClassifyCustomCall(target) == hlo::CustomCallKind::kUnmodelled) {
+          Increment(unmodelled_, target.empty() ? std::string_view("unknown") : target);
+        }
+      } else if (op.flops == hlo::OpInfo::Flops::kWhile && hlo::KnownTripCount(ins) < 0) {
+        ++unknown_trip_counts;
+      }
     }
     const int entry = m.EntryIndex();
     const hlo::Computation& ec = comps[entry];
@@ -294,6 +304,12 @@ class ModuleWriter {
     AppendNumber(o, total.transcendentals);
     Key(o, "bytes_accessed");
     AppendNumber(o, total.bytes_accessed);
+    Key(o, "unmodelled_custom_calls");
+    AppendCounts(o, unmodelled_);
+    if (unknown_trip_counts > 0) {
+      Key(o, "while_loops_unknown_trip_count");
+      AppendJsonInt(o, unknown_trip_counts);
+    }
     o.append("}\n");
     Commit(Put(Reserve(o.size()), o));
     ++records;
@@ -315,8 +331,11 @@ class ModuleWriter {
         const hlo::ShapeNode& shape = m.shape(ins.shape);
         hlo::Cost cost = model_.InstructionCost(static_cast<int>(c), g);
         const bool fusion_kind = model_.Op(g).is_fusion && ins.Has(hlo::kAttrKind);
+        const hlo::OpInfo::Flops kind = model_.Op(g).flops;
+        const std::string_view target =
+            kind == hlo::OpInfo::Flops::kCustomCall ? hlo::CustomCallTarget(ins) : std::string_view();
         size_t strings = ins.name.size() + ins.opcode.size() + ins.op_name.size() +
-                         ins.op_type.size() + ins.source_file.size() +
+                         ins.op_type.size() + ins.source_file.size() + target.size() +
                          (fusion_kind ? ins.attr(hlo::kAttrKind).size() : 0);
         size_t names = 0;  // each a quoted string and a comma
         for (uint32_t k = 0; k < ins.operands_count; ++k)
@@ -365,6 +384,34 @@ class ModuleWriter {
         p = PutNumber(p, cost.transcendentals);
         p = PutLit(p, ",\"bytes_accessed\":");
         p = PutNumber(p, cost.bytes_accessed);
+        if (kind == hlo::OpInfo::Flops::kCustomCall) {
+          p = PutLit(p, ",\"custom_call_target\":");
+          p = PutString(p, target);
+          switch (hlo::ClassifyCustomCall(target)) {
+            case hlo::CustomCallKind::kGemm:
+              p = PutLit(p, ",\"cost_model\":\"dot\"");
+              break;
+            case hlo::CustomCallKind::kConvolution:
+              p = PutLit(p, ",\"cost_model\":\"convolution\"");
+              break;
+            case hlo::CustomCallKind::kUnmodelled:
+              p = PutLit(p, ",\"cost_model\":\"unmodelled\"");
+              break;
+          }
+        } else if (kind == hlo::OpInfo::Flops::kWhile) {
+          // XLA's figures are one iteration; with a known trip count, also the whole loop's.
+          const int64_t trips = hlo::KnownTripCount(ins);
+          if (trips >= 0) {
+            p = PutLit(p, ",\"trip_count\":");
+            p = PutInt(p, trips);
+            p = PutLit(p, ",\"flops_all_iterations\":");
+            p = PutNumber(p, cost.flops * static_cast<double>(trips));
+            p = PutLit(p, ",\"bytes_accessed_all_iterations\":");
+            p = PutNumber(p, cost.bytes_accessed * static_cast<double>(trips));
+          } else {
+            p = PutLit(p, ",\"trip_count\":\"unknown trip count\"");
+          }
+        }
         if (!ins.op_name.empty()) {
           p = PutLit(p, ",\"op_name\":");
           p = PutString(p, ins.op_name);
@@ -397,7 +444,7 @@ class ModuleWriter {
   hlo::Module module_;  // reused from module to module
   hlo::CostModel model_;
   std::vector<int64_t> op_counts_;
-  std::vector<std::pair<std::string_view, int64_t>> opcodes_, fusions_, collectives_;
+  std::vector<std::pair<std::string_view, int64_t>> opcodes_, fusions_, collectives_, unmodelled_;
 };
 
 // Analyses the chunks of one file and writes their records in file order. The first chunk is
