@@ -33,6 +33,10 @@ if [ -x test/xprof/xprof.sh ]; then
   step "installing the XProf wheel for the plugin comparison test (cached after the first install)"
   test/xprof/xprof.sh install "$ROOT/build"
 fi
+if [ -x test/xprof/jax.sh ]; then
+  step "installing jax[cpu] for the comparison with XLA's cost analysis (cached after the first install)"
+  test/xprof/jax.sh install "$ROOT/build"
+fi
 
 step "running the tests"
 cd build

@@ -35,6 +35,7 @@ absl::StatusOr<pid_t> StartCommand(const RunnerOptions& o, const CommandLayout& 
   env["FALCON_INPUT_DIR"] = l.input_dir.string();
   env["FALCON_OUTPUT_DIR"] = l.output_dir.string();
   env["FALCON_WORK_DIR"] = l.work.string();
+  if (!l.input_manifest.empty()) env["FALCON_INPUT_MANIFEST"] = l.input_manifest.string();
   if (!o.plugin.empty()) env["FALCON_PLUGIN"] = o.plugin;
   if (!l.script_path.empty()) {
     env["FALCON_SCRIPT"] = l.script_path.string();

@@ -16,6 +16,7 @@ namespace falcon::runner {
 struct CommandLayout {
   std::filesystem::path work, input_dir, output_dir, script_dir;
   std::filesystem::path script_path;  // empty when there is no script
+  std::filesystem::path input_manifest;  // FALCON_INPUT_MANIFEST: staged name -> URI (docs/runner.md)
 };
 
 // Forks and execs the command with stdout and stderr on `out_fd` and stdin on /dev/null; returns its pid

@@ -15,9 +15,12 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <utility>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -79,7 +82,7 @@ class Runner {
 
   RunnerOptions o_;
   Clock& clock_;
-  fs::path work_, input_dir_, output_dir_, script_dir_, script_path_;
+  fs::path work_, input_dir_, output_dir_, script_dir_, script_path_, manifest_path_;
   std::unique_ptr<LogFile> log_;
   std::unique_ptr<objstore::ObjectStore> store_;
 };
@@ -140,6 +143,7 @@ void Runner::SetUpLayout() {
   input_dir_ = work_ / "input";
   output_dir_ = work_ / "output";
   script_dir_ = work_ / "script";
+  manifest_path_ = work_ / "input-manifest.json";
 }
 
 int Runner::Run() {
@@ -183,6 +187,17 @@ int Runner::Run() {
     absl::Status s = stager.StageInput(uri);
     if (!s.ok()) return fail_staging(s);
   }
+  {
+    // The input manifest (FALCON_INPUT_MANIFEST): which URI each staged entry came from, so that
+    // plugins name artifacts by URI rather than by their Pod-local path. Outside the input folder, so
+    // that no plugin reads it as an input.
+    nlohmann::json manifest = {{"analysis_id", o_.analysis_id}, {"inputs", nlohmann::json::array()}};
+    for (const auto& st : stager.staged()) manifest["inputs"].push_back({{"staged", st.name}, {"uri", st.uri}});
+    std::ofstream mf(manifest_path_, std::ios::binary | std::ios::trunc);
+    mf << manifest.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    mf.close();
+    if (!mf) return fail_staging(absl::InternalError(absl::StrCat("cannot write ", manifest_path_.string())));
+  }
   if (!o_.script_key.empty()) {
     fs::create_directories(script_dir_, ec);
     script_path_ = script_dir_ / (o_.script_name.empty() ? "script" : o_.script_name);
@@ -210,7 +225,7 @@ Runner::Outcome Runner::Execute(const std::function<void()>& on_terminate) {
     return {false, kExitStagingFailed};
   }
   log_->Line(absl::StrCat("running: sh -c ", o_.command));
-  auto pid = StartCommand(o_, CommandLayout{work_, input_dir_, output_dir_, script_dir_, script_path_}, pipefd[1]);
+  auto pid = StartCommand(o_, CommandLayout{work_, input_dir_, output_dir_, script_dir_, script_path_, manifest_path_}, pipefd[1]);
   ::close(pipefd[1]);
   if (!pid.ok()) {
     ::close(pipefd[0]);

@@ -90,7 +90,7 @@ TEST_F(RunnerTest, StagesRunsAndUploads) {
       "env | grep ^FALCON_ | sort > $FALCON_OUTPUT_DIR/env.txt; "
       "find $FALCON_INPUT_DIR -type f | sort > $FALCON_OUTPUT_DIR/inputs.txt; "
       "mkdir -p $FALCON_OUTPUT_DIR/nested && echo n > $FALCON_OUTPUT_DIR/nested/n.jsonl; "
-      "echo $PATH > $FALCON_OUTPUT_DIR/path.txt");
+      "echo $PATH > $FALCON_OUTPUT_DIR/path.txt; cp $FALCON_INPUT_MANIFEST $FALCON_OUTPUT_DIR/manifest.txt");
   args.push_back("--input=" + store_->Uri("exps/e1/one.txt"));
   args.push_back("--input=" + store_->Uri("exps/e1/profile/"));
   args.push_back("--script-key=analysis/e1/a1/script/my.sh");
@@ -109,10 +109,17 @@ TEST_F(RunnerTest, StagesRunsAndUploads) {
   EXPECT_TRUE(absl::StrContains(env, "FALCON_INPUT_DIR=" + (work / "input").string() + "\n")) << env;
   EXPECT_TRUE(absl::StrContains(env, "FALCON_OUTPUT_DIR=" + (work / "output").string() + "\n")) << env;
   EXPECT_TRUE(absl::StrContains(env, "FALCON_SCRIPT=" + (work / "script" / "my.sh").string() + "\n")) << env;
+  EXPECT_TRUE(absl::StrContains(env, "FALCON_INPUT_MANIFEST=" + (work / "input-manifest.json").string() + "\n"))
+      << env;
   EXPECT_EQ(Get("analysis/e1/a1/inputs.txt"),
             (work / "input/one.txt").string() + "\n" + (work / "input/profile/a.json").string() + "\n" +
                 (work / "input/profile/sub/b.txt").string() + "\n");
   EXPECT_EQ(Get("analysis/e1/a1/nested/n.jsonl"), "n\n");
+  // The input manifest maps each staged entry to its URI (plugins report the URI, docs/runner.md).
+  EXPECT_EQ(Get("analysis/e1/a1/manifest.txt"),
+            "{\"analysis_id\":\"a1\",\"inputs\":[{\"staged\":\"one.txt\",\"uri\":\"" +
+                store_->Uri("exps/e1/one.txt") + "\"},{\"staged\":\"profile\",\"uri\":\"" +
+                store_->Uri("exps/e1/profile/") + "\"}]}\n");
   EXPECT_TRUE(absl::StartsWith(Get("analysis/e1/a1/path.txt"), "/opt/plugins-x:"));
   // The runner's stdout carries the same log (the Pod log).
   std::ifstream so(dir_ / "runner.stdout");

@@ -216,6 +216,7 @@ absl::Status Stager::StageLocal(const std::string& uri, const CheckedInput& in) 
     int64_t bytes = 0;
     FALCON_RETURN_IF_ERROR(CopyRegular(opened->get(), dir.get(), dest.filename().string(), uri, &bytes));
     log_(absl::StrCat("staged ", uri, " -> ", dest.string(), " (", bytes, " bytes)"));
+    staged_.push_back({dest.filename().string(), uri});
     return absl::OkStatus();
   }
   if (!S_ISDIR(st.st_mode)) {
@@ -234,6 +235,7 @@ absl::Status Stager::StageLocal(const std::string& uri, const CheckedInput& in) 
   }
   log_(absl::StrCat("staged ", uri, " -> ", dest_root.string(), "/ (", stats.files, " objects, ", stats.bytes,
                     " bytes)"));
+  staged_.push_back({dest_root.filename().string(), shown});
   return absl::OkStatus();
 }
 
@@ -250,6 +252,7 @@ absl::Status Stager::StageFromStore(const std::string& uri, const CheckedInput& 
       fs::path dest = UniquePath(input_dir_ / all.back());
       FALCON_RETURN_IF_ERROR(Annotate(store->GetToFile(key, dest), absl::StrCat("downloading ", uri)));
       log_(absl::StrCat("staged ", uri, " -> ", dest.string(), " (", st->size, " bytes)"));
+      staged_.push_back({dest.filename().string(), uri});
       return absl::OkStatus();
     }
     if (!absl::IsNotFound(st.status()) && !absl::IsInvalidArgument(st.status())) {
@@ -282,6 +285,7 @@ absl::Status Stager::StageFromStore(const std::string& uri, const CheckedInput& 
   }
   log_(absl::StrCat("staged ", uri, " -> ", dest_root.string(), "/ (", objects.size(), " objects, ", bytes,
                     " bytes)"));
+  staged_.push_back({dest_root.filename().string(), absl::EndsWith(uri, "/") ? uri : uri + "/"});
   return absl::OkStatus();
 }
 

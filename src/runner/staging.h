@@ -40,6 +40,14 @@ class Stager {
   // is nothing to stage; another code when reading or writing failed.
   absl::Status StageInput(const std::string& uri);
 
+  // What was staged so far, in order: the name below the input folder (a file's name, or a folder's) and
+  // the URI it came from (a prefix URI ends with '/'). Plugins report the URI (the input manifest).
+  struct Staged {
+    std::string name;
+    std::string uri;
+  };
+  const std::vector<Staged>& staged() const { return staged_; }
+
   // Limits against a hostile folder (exposed for tests).
   static constexpr int kMaxDepth = 64;
 
@@ -54,6 +62,7 @@ class Stager {
   LogFn log_;
   StoreOpener open_store_;
   std::map<std::string, std::unique_ptr<objstore::ObjectStore>> stores_;
+  std::vector<Staged> staged_;
 };
 
 // Downloads the user's script `key` from `store` to `dest` (mode 0755).

@@ -62,7 +62,7 @@ def compare(plugin, path, tolerance):
     theirs = xprof_hlo_stats(path)
     ours = ours_hlo_ops(plugin, path)
     result = {"file": os.path.basename(path), "xprof_ops": len(theirs), "our_ops": len(ours),
-              "compared": 0, "mismatches": [], "only_xprof": [], "only_ours": [],
+              "compared": 0, "mismatches": [], "only_xprof": [], "only_ours": [], "ops": [],
               "xprof_total_time": 0.0, "our_total_time": 0.0}
     print(f"\n{os.path.basename(path)}")
     print(f"  {'program':>8} {'hlo_op_name':40} {'occ xprof':>9} {'occ ours':>8} "
@@ -81,6 +81,12 @@ def compare(plugin, path, tolerance):
         result["our_total_time"] += ot
         diff = abs(ot - tt) / tt if tt else (0.0 if ot == 0 else 1.0)
         flag = ""
+        same_occ = int(t["occurrences"]) == o["occurrences"]
+        # Equal up to the rounding of summing microseconds in another order counts as a match.
+        verdict = ("match" if same_occ and abs(ot - tt) <= 1e-9 * max(abs(tt), 1.0) else
+                   "within 1%" if same_occ and diff <= 0.01 else "differs")
+        result["ops"].append({"op": key, "xprof": [int(t["occurrences"]), tt], "ours": [o["occurrences"], ot],
+                              "verdict": verdict})
         if int(t["occurrences"]) != o["occurrences"] or diff > tolerance:
             result["mismatches"].append({"op": key, "xprof": [t["occurrences"], tt],
                                          "ours": [o["occurrences"], ot]})

@@ -31,5 +31,32 @@ TEST(XProfComparison, HloStatsPerOpTotalsAgree) {
   EXPECT_EQ(rc, 0);
 }
 
+// No TPU profile can be recorded here: make_tpu_xplane.py writes one to XProf's schema (4 cores, 2 programs,
+// the same op name in both, device durations that differ from the spans, one event without one), and
+// XProf's hlo_stats and xplane-stats must agree on it per (program id, op).
+TEST(XProfComparison, TpuPlanesPerProgramAndOpAgree) {
+  std::string python = std::string(FALCON_BIN_DIR) + "/../xprof-venv/bin/python";
+  ASSERT_TRUE(std::filesystem::exists(python))
+      << "the XProf venv is missing; run: test/xprof/xprof.sh install " << FALCON_BIN_DIR << "/..";
+  TempDir tmp;
+  std::string xplane = tmp.path() + "/tpu.xplane.pb";
+  ASSERT_EQ(RunProcess({python, std::string(FALCON_SOURCE_DIR) + "/test/xprof/make_tpu_xplane.py", xplane,
+                        "--cores", "4"}),
+            0);
+  std::string report = tmp.path() + "/report.json";
+  int rc = RunProcess({python, std::string(FALCON_SOURCE_DIR) + "/test/xprof/compare_xprof.py", "--plugin",
+                       PluginPath("xplane-stats"), "--tolerance", "0.01", "--json", report, xplane},
+                      {}, std::chrono::seconds(600));
+  ASSERT_TRUE(std::filesystem::exists(report)) << "compare_xprof.py did not finish (exit " << rc << ")";
+  std::ifstream f(report);
+  Json results = Json::parse(f);
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0]["compared"], 5);  // (7, fusion.1), (7, convolution.2), (7, all-reduce.3), (9, fusion.1), (9, dot.5)
+  EXPECT_TRUE(results[0]["mismatches"].empty()) << results[0]["mismatches"].dump();
+  EXPECT_TRUE(results[0]["only_xprof"].empty()) << results[0]["only_xprof"].dump();
+  EXPECT_TRUE(results[0]["only_ours"].empty()) << results[0]["only_ours"].dump();
+  EXPECT_EQ(rc, 0);
+}
+
 }  // namespace
 }  // namespace falcon::plugins::testing

@@ -26,10 +26,26 @@ JsonlWriter::~JsonlWriter() {
   if (file_ != nullptr) std::fclose(file_);
 }
 
+void JsonlWriter::set_provenance(const Provenance& p) {
+  provenance_ = p;
+  source_fields_.clear();
+  AppendJsonString(source_fields_, p.source);
+  if (!p.analysis_id.empty()) {
+    source_fields_ += ",\"analysis_id\":";
+    AppendJsonString(source_fields_, p.analysis_id);
+  }
+  if (!p.local_path.empty()) {
+    source_fields_ += ",\"local_path\":";
+    AppendJsonString(source_fields_, p.local_path);
+  }
+}
+
 Json JsonlWriter::Record(const std::string& record_type) const {
   Json r;
   r["record_type"] = record_type;
-  r["source"] = source_;
+  r["source"] = provenance_.source;
+  if (!provenance_.analysis_id.empty()) r["analysis_id"] = provenance_.analysis_id;
+  if (!provenance_.local_path.empty()) r["local_path"] = provenance_.local_path;
   return r;
 }
 

@@ -1,5 +1,6 @@
-// Writes one JSON object per line. Every record starts with "record_type" and "source" (the input file the
-// record is about), in that order. Not thread-safe.
+// Writes one JSON object per line. Every record starts with "record_type" and "source" (the artifact the
+// record is about: its URI when known, else the input path), in that order, followed by "analysis_id" and
+// "local_path" when they are known (see provenance.h). Not thread-safe.
 #pragma once
 
 #include <cstdio>
@@ -12,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "plugins/common/provenance.h"
 
 namespace falcon::plugins {
 
@@ -27,9 +29,14 @@ class JsonlWriter {
   JsonlWriter(const JsonlWriter&) = delete;
   JsonlWriter& operator=(const JsonlWriter&) = delete;
 
-  // The input file later records are about.
-  void set_source(const std::string& source) { source_ = source; }
-  const std::string& source() const { return source_; }
+  // The input file later records are about (no analysis id, no separate local path).
+  void set_source(const std::string& source) { set_provenance(Provenance{source, {}, {}}); }
+  void set_provenance(const Provenance& p);
+  const std::string& source() const { return provenance_.source; }
+  const Provenance& provenance() const { return provenance_; }
+  // The text that follows `"source":` in every record: the source as a JSON string, then
+  // `,"analysis_id":...` and `,"local_path":...` when set. For plugins that serialize records themselves.
+  const std::string& SourceFieldsJson() const { return source_fields_; }
 
   // A record with "record_type" and "source" already set; add fields and pass it to Write().
   Json Record(const std::string& record_type) const;
@@ -49,7 +56,8 @@ class JsonlWriter {
   std::ostream* stream_ = nullptr;
   FILE* file_ = nullptr;
   std::string path_;
-  std::string source_;
+  Provenance provenance_;
+  std::string source_fields_ = "\"\"";
   std::string line_;
   uint64_t records_ = 0;
 };

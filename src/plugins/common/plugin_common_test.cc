@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "plugins/common/content.h"
 #include "plugins/common/jsonl_writer.h"
 #include "plugins/common/plugin_io.h"
 #include "plugins/common/plugin_main.h"
@@ -223,6 +224,114 @@ TEST(PluginMain, FilesAnalysedInParallelAreWrittenInInputOrder) {
   std::string one = run("1"), four = run("4");
   EXPECT_EQ(std::count(one.begin(), one.end(), '\n'), 40 * 3 + 1);  // 40 files ok, 1 error
   EXPECT_TRUE(one == four) << "the parallel run's output differs from the sequential one";
+}
+
+}  // namespace
+}  // namespace falcon::plugins
+
+namespace falcon::plugins {
+namespace {
+
+TEST(Content, ClassifiesWhatAFileLooksLike) {
+  EXPECT_EQ(ClassifyContent(""), ContentKind::kEmpty);
+  // An XSpace starts with field 1 (planes), length-delimited: 0x0a, then a varint length.
+  EXPECT_EQ(ClassifyContent(std::string("\x0a\x8b\x02\x08\x01\x12\x05/host", 11)), ContentKind::kProtobuf);
+  EXPECT_EQ(ClassifyContent(std::string("\x00\x00\x00\x01", 4)), ContentKind::kBinary);  // field 0: no tag
+  EXPECT_EQ(ClassifyContent("  {\"traceEvents\": []}"), ContentKind::kJson);
+  EXPECT_EQ(ClassifyContent("[{\"ph\":\"X\"}"), ContentKind::kJson);
+  EXPECT_EQ(ClassifyContent("HloModule m\n\nENTRY e {\n}\n"), ContentKind::kHlo);
+  EXPECT_EQ(ClassifyContent("// a comment\nHloModule m"), ContentKind::kHlo);
+  EXPECT_EQ(ClassifyContent("hello world\n"), ContentKind::kText);
+  // A text with one Latin-1 or control byte in 200 is still text; mostly invalid UTF-8 is binary.
+  EXPECT_EQ(ClassifyContent("HloModule m // caf\xe9" + std::string(200, ' ')), ContentKind::kHlo);
+  EXPECT_EQ(ClassifyContent("HloModule m // \x01" + std::string(200, ' ')), ContentKind::kHlo);
+  EXPECT_EQ(ClassifyContent("HloModule \xff\xfe\xfd\xfc"), ContentKind::kProtobuf);  // 'H' is a valid tag
+  // A UTF-8 sequence cut at the end of the head does not count against it.
+  EXPECT_EQ(ClassifyContent("HloModule caf\xc3"), ContentKind::kHlo);
+  EXPECT_EQ(DescribeContent(ContentKind::kProtobuf), "a binary protobuf");
+}
+
+TEST(Content, EscapeBytesGivesValidUtf8) {
+  EXPECT_EQ(EscapeBytes("plain text, caf\xc3\xa9\ttab\nline"), "plain text, caf\xc3\xa9\ttab\nline");
+  EXPECT_EQ(EscapeBytes(std::string("a\xff\x00z", 4)), "a\\xff\\x00z");
+  EXPECT_EQ(EscapeBytes("\xc3"), "\\xc3");              // a cut sequence
+  EXPECT_EQ(EscapeBytes("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a surrogate is not UTF-8
+  EXPECT_EQ(EscapeBytes("C:\\x41"), "C:\\\\x41");       // a literal \x stays distinguishable
+  EXPECT_EQ(EscapeBytes("\x1b[31m"), "\\x1b[31m");      // no terminal escapes
+}
+
+TEST(Provenance, StagedFilesAndPrefixesResolveToTheirUris) {
+  ProvenanceResolver r("a1", "/w/input/", {{"host.xplane.pb", "gs://b/exps/e/host.xplane.pb"},
+                                           {"run1", "gs://b/exps/e/run1/"},
+                                           {"dir", "file:///data/dir"}});
+  Provenance f = r.Resolve("/w/input/host.xplane.pb");
+  EXPECT_EQ(f.source, "gs://b/exps/e/host.xplane.pb");
+  EXPECT_EQ(f.analysis_id, "a1");
+  EXPECT_EQ(f.local_path, "/w/input/host.xplane.pb");
+  EXPECT_EQ(r.Resolve("/w/input/run1/plugins/profile/x.xplane.pb").source,
+            "gs://b/exps/e/run1/plugins/profile/x.xplane.pb");
+  EXPECT_EQ(r.Resolve("/w/input//dir/./a.hlo").source, "file:///data/dir/a.hlo");
+  // Not staged by the runner: the path itself, no local_path.
+  Provenance other = r.Resolve("/elsewhere/a.hlo");
+  EXPECT_EQ(other.source, "/elsewhere/a.hlo");
+  EXPECT_EQ(other.local_path, "");
+  EXPECT_EQ(other.analysis_id, "a1");
+  EXPECT_EQ(ProvenanceResolver().Resolve("x.hlo").source, "x.hlo");
+}
+
+TEST(Provenance, ManifestFromTheEnvironment) {
+  TempDir d;
+  std::string m = d.Write("input-manifest.json",
+                          R"({"analysis_id":"a1","inputs":[{"staged":"t.json","uri":"gs://b/t.json"}]})");
+  auto r = ProvenanceResolver::FromEnv(
+      {{"FALCON_ANALYSIS_ID", "a1"}, {"FALCON_INPUT_DIR", d.path() + "/input"}, {"FALCON_INPUT_MANIFEST", m}});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->Resolve(d.path() + "/input/t.json").source, "gs://b/t.json");
+  std::string bad = d.Write("bad.json", R"({"inputs":[{"staged":1}]})");
+  EXPECT_EQ(ProvenanceResolver::FromEnv({{"FALCON_INPUT_MANIFEST", bad}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ProvenanceResolver::FromEnv({{"FALCON_INPUT_MANIFEST", d.path() + "/none.json"}}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(Provenance, EveryRecordCarriesUriAndAnalysisId) {
+  TempDir d;
+  d.Write("input/t.demo", "ok");
+  d.Write("input/bad.demo", std::string("bad \xff\xfe", 6));
+  std::string m = d.Write("input-manifest.json",
+                          R"({"inputs":[{"staged":"t.demo","uri":"gs://b/e/t.demo"},)"
+                          R"({"staged":"bad.demo","uri":"gs://b/e/bad.demo"}]})");
+  const char* argv[] = {"demo"};
+  auto o = ParsePluginArgs(TestInfo(), 1, argv,
+                           {{"FALCON_INPUT_DIR", d.path() + "/input"},
+                            {"FALCON_OUTPUT_DIR", d.path() + "/out"},
+                            {"FALCON_ANALYSIS_ID", "0190-a"},
+                            {"FALCON_INPUT_MANIFEST", m}});
+  ASSERT_TRUE(o.ok()) << o.status();
+  AnalyzeFn fn = [](const std::string& path, JsonlWriter& out) -> absl::Status {
+    auto data = ReadWholeFile(path);
+    if (*data != "ok") return InputError(*data, 1, std::nullopt);  // a message with invalid UTF-8
+    out.Write(out.Record("fine"));
+    return absl::OkStatus();
+  };
+  EXPECT_EQ(RunPluginOnInputs(TestInfo(), *o, fn), 0);
+  std::ifstream f(o->output);
+  std::vector<Json> recs;
+  for (std::string line; std::getline(f, line);) recs.push_back(Json::parse(line));
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[0]["record_type"], "error");
+  EXPECT_EQ(recs[0]["source"], "gs://b/e/bad.demo");
+  EXPECT_EQ(recs[0]["message"], "bad \\xff\\xfe");
+  EXPECT_EQ(recs[1]["source"], "gs://b/e/t.demo");
+  EXPECT_EQ(recs[1]["analysis_id"], "0190-a");
+  EXPECT_EQ(recs[1]["local_path"], d.path() + "/input/t.demo");
+  // The serialized fields of the fast path are those of Record().
+  std::ostringstream os;
+  JsonlWriter w(os);
+  w.set_provenance({"gs://b/x", "a1", "/w/x"});
+  EXPECT_EQ(w.SourceFieldsJson(), R"("gs://b/x","analysis_id":"a1","local_path":"/w/x")");
+  EXPECT_EQ(JsonlWriter::Serialize(w.Record("r")),
+            R"({"record_type":"r","source":"gs://b/x","analysis_id":"a1","local_path":"/w/x"})" "\n");
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include <CLI/CLI.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "plugins/common/content.h"
 
 namespace falcon::plugins {
 
@@ -64,6 +65,9 @@ absl::StatusOr<PluginOptions> ParsePluginArgs(const PluginInfo& info, int argc,
     }
     opts.output = absl::StrCat(it->second, "/", info.name, ".jsonl");
   }
+  auto resolver = ProvenanceResolver::FromEnv(env);
+  if (!resolver.ok()) return resolver.status();
+  opts.provenance = std::move(*resolver);
   return opts;
 }
 
@@ -73,8 +77,13 @@ Json ErrorRecord(const JsonlWriter& out, const absl::Status& s) {
   if (auto line = ErrorLine(s)) r["line"] = *line;
   if (auto off = ErrorOffset(s)) r["offset"] = *off;
   r["code"] = absl::StatusCodeToString(s.code());
-  r["message"] = std::string(s.message());
+  r["message"] = EscapeBytes(std::string(s.message()));
   return r;
+}
+
+// A line of stderr: valid UTF-8 whatever the paths and messages hold.
+void Say(const PluginInfo& info, std::string_view text) {
+  std::cerr << info.name << ": " << EscapeBytes(text) << "\n";
 }
 }  // namespace
 
@@ -108,11 +117,11 @@ absl::Status AnalyzeGuarded(const std::string& f, JsonlWriter& out, const Analyz
 }
 
 // Analyses a file into memory, with its error record when it fails.
-FileResult AnalyzeIntoMemory(const std::string& f, const AnalyzeFn& analyze) {
+FileResult AnalyzeIntoMemory(const std::string& f, const Provenance& p, const AnalyzeFn& analyze) {
   FileResult r;
   std::ostringstream os;
   JsonlWriter w(os);
-  w.set_source(f);
+  w.set_provenance(p);
   auto start = std::chrono::steady_clock::now();
   r.status = AnalyzeGuarded(f, w, analyze);
   if (!r.status.ok() && !IsAlreadyReported(r.status)) w.Write(ErrorRecord(w, r.status));
@@ -127,7 +136,7 @@ int RunPluginOnInputs(const PluginInfo& info, const PluginOptions& options,
                       const AnalyzeFn& analyze) {
   auto writer = JsonlWriter::OpenFile(options.output);
   if (!writer.ok()) {
-    std::cerr << info.name << ": " << writer.status().message() << "\n";
+    Say(info, std::string(writer.status().message()));
     return 1;
   }
   JsonlWriter& out = **writer;
@@ -137,17 +146,17 @@ int RunPluginOnInputs(const PluginInfo& info, const PluginOptions& options,
     // Expanded one by one so that a missing path is reported and the others still run.
     auto found = CollectInputs({in}, info.filter);
     if (!found.ok()) {
-      out.set_source(in);
+      out.set_provenance(options.provenance.Resolve(in));
       out.Write(ErrorRecord(out, found.status()));
-      std::cerr << info.name << ": " << found.status().message() << "\n";
+      Say(info, std::string(found.status().message()));
       ++failed;
       continue;
     }
     if (found->empty()) {
-      out.set_source(in);
+      out.set_provenance(options.provenance.Resolve(in));
       auto s = absl::NotFoundError(absl::StrCat("no ", info.file_kinds, " found under ", in));
       out.Write(ErrorRecord(out, s));
-      std::cerr << info.name << ": " << s.message() << "\n";
+      Say(info, std::string(s.message()));
       ++failed;
       continue;
     }
@@ -182,7 +191,7 @@ int RunPluginOnInputs(const PluginInfo& info, const PluginOptions& options,
         size_t i = todo.front();
         todo.pop_front();
         lock.unlock();
-        FileResult r = AnalyzeIntoMemory(files[i], analyze);
+        FileResult r = AnalyzeIntoMemory(files[i], options.provenance.Resolve(files[i]), analyze);
         lock.lock();
         results[i] = std::move(r);
         results[i].done = true;
@@ -208,7 +217,7 @@ int RunPluginOnInputs(const PluginInfo& info, const PluginOptions& options,
       lock.unlock();
       out.WriteRaw(r.records, r.count);
     } else {
-      out.set_source(f);
+      out.set_provenance(options.provenance.Resolve(f));
       auto start = std::chrono::steady_clock::now();
       r.status = AnalyzeGuarded(f, out, analyze);
       if (!r.status.ok() && !IsAlreadyReported(r.status)) out.Write(ErrorRecord(out, r.status));
@@ -216,10 +225,10 @@ int RunPluginOnInputs(const PluginInfo& info, const PluginOptions& options,
     }
     if (r.status.ok()) {
       ++analysed;
-      std::cerr << info.name << ": " << f << ": ok (" << r.secs << " s)\n";
+      Say(info, absl::StrCat(f, ": ok (", r.secs, " s)"));
     } else {
       ++failed;
-      std::cerr << info.name << ": " << f << ": " << r.status.message() << "\n";
+      Say(info, absl::StrCat(f, ": ", std::string(r.status.message())));
     }
   }
   {
@@ -230,22 +239,21 @@ int RunPluginOnInputs(const PluginInfo& info, const PluginOptions& options,
   for (auto& w : workers) w.join();
   absl::Status closed = out.Close();
   if (!closed.ok()) {
-    std::cerr << info.name << ": " << closed.message() << "\n";
+    Say(info, std::string(closed.message()));
     return 1;
   }
-  std::cerr << info.name << ": " << analysed << " file(s) analysed, " << failed << " failed; wrote "
-            << options.output << "\n";
+  Say(info, absl::StrCat(analysed, " file(s) analysed, ", failed, " failed; wrote ", options.output));
   return analysed > 0 ? 0 : 1;
 }
 
 int PluginMain(const PluginInfo& info, const AnalyzeFn& analyze, int argc, char** argv) {
   std::map<std::string, std::string> env;
-  for (const char* k : {"FALCON_INPUT_DIR", "FALCON_OUTPUT_DIR"}) {
+  for (const char* k : {"FALCON_INPUT_DIR", "FALCON_OUTPUT_DIR", "FALCON_ANALYSIS_ID", "FALCON_INPUT_MANIFEST"}) {
     if (const char* v = std::getenv(k)) env[k] = v;
   }
   auto opts = ParsePluginArgs(info, argc, argv, env);
   if (!opts.ok()) {
-    std::cerr << info.name << ": " << opts.status().message() << "\n";
+    Say(info, std::string(opts.status().message()));
     return 2;
   }
   if (opts->help) {

@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "plugins/common/jsonl_writer.h"
 #include "plugins/common/plugin_io.h"
+#include "plugins/common/provenance.h"
 
 namespace falcon::plugins {
 
@@ -36,15 +37,19 @@ struct PluginOptions {
   std::string output;
   bool help = false;
   std::string help_text;
+  // Turns input paths into the records' source/analysis_id/local_path (from FALCON_ANALYSIS_ID,
+  // FALCON_INPUT_DIR and FALCON_INPUT_MANIFEST).
+  ProvenanceResolver provenance;
 };
 
-// Parses argv against the contract; `env` supplies FALCON_INPUT_DIR and FALCON_OUTPUT_DIR. INVALID_ARGUMENT
-// with a message naming the missing flag or variable.
+// Parses argv against the contract; `env` supplies FALCON_INPUT_DIR, FALCON_OUTPUT_DIR, FALCON_ANALYSIS_ID
+// and FALCON_INPUT_MANIFEST. INVALID_ARGUMENT with a message naming the missing flag or variable, or the
+// unreadable manifest.
 absl::StatusOr<PluginOptions> ParsePluginArgs(const PluginInfo& info, int argc, const char* const* argv,
                                               const std::map<std::string, std::string>& env);
 
 // Runs `analyze` over every input; returns the process exit status (see above). Progress and errors are also
-// reported on stderr. Several files are analysed at once on PluginThreads() threads (small ones into
+// reported on stderr, always as valid UTF-8 (other bytes of paths and messages are written as \xNN). Several files are analysed at once on PluginThreads() threads (small ones into
 // memory, written in input order), so `analyze` must be safe to call concurrently for different files.
 int RunPluginOnInputs(const PluginInfo& info, const PluginOptions& options, const AnalyzeFn& analyze);
 

@@ -68,6 +68,24 @@ inline int RunProcess(const std::vector<std::string>& argv, const std::vector<st
   return r.code;
 }
 
+// Like RunProcess, and returns the process' stdout+stderr too.
+struct ProcessOutput {
+  int code = -1;
+  std::string output;
+};
+inline ProcessOutput RunProcessOutput(const std::vector<std::string>& argv,
+                                      std::chrono::seconds timeout = std::chrono::seconds(120)) {
+  testsupport::Subprocess::Options o;
+  o.unset_env = {"FALCON_INPUT_DIR", "FALCON_OUTPUT_DIR"};
+  auto r = testsupport::Subprocess::Run(argv, timeout, o);
+  std::cerr << r.output;
+  if (r.timed_out) {
+    ADD_FAILURE() << argv[0] << " did not finish within " << timeout.count() << " s (killed it)";
+    return {-1, r.output};
+  }
+  return {r.code, r.output};
+}
+
 inline std::vector<Json> ReadJsonl(const std::string& path) {
   std::vector<Json> out;
   std::ifstream f(path);

@@ -1,3 +1,5 @@
+// Over 600 lines on purpose: one handler per HloCostAnalysis rule (opcode classes, custom-call targets,
+// fusion and loop bodies) in one place, so that each can be checked against XLA's source side by side.
 #include "plugins/hlo_stats/hlo_cost.h"
 
 #include <algorithm>
@@ -131,7 +133,82 @@ std::string AttrString(const Instruction& ins, Attr key) {
   return ins.Has(key) ? std::string(ins.attr(key)) : std::string();
 }
 
+// The integers of the first JSON array after `key` in `text` (backend_config, possibly an escaped
+// string): "lhs_contracting_dimensions":["1"] -> {1}. Empty when the key is absent.
+std::vector<int64_t> JsonIntArrayAfter(std::string_view text, std::string_view key) {
+  std::vector<int64_t> out;
+  size_t k = text.find(key);
+  if (k == std::string_view::npos) return out;
+  size_t open = text.find('[', k + key.size());
+  size_t close = open == std::string_view::npos ? open : text.find(']', open);
+  if (close == std::string_view::npos) return out;
+  int64_t v = 0;
+  bool in = false;
+  for (size_t i = open + 1; i <= close; ++i) {
+    char c = text[i];
+    if (c >= '0' && c <= '9') {
+      v = v * 10 + (c - '0');
+      in = true;
+    } else if (in) {
+      out.push_back(v);
+      v = 0;
+      in = false;
+    }
+  }
+  return out;
+}
+
+// Floor of log2 (XLA's Log2Floor); 0 for 0 and 1.
+int64_t Log2Floor(int64_t v) {
+  int64_t r = 0;
+  while (v > 1) {
+    v >>= 1;
+    ++r;
+  }
+  return r;
+}
+
 }  // namespace
+
+CustomCallKind ClassifyCustomCall(std::string_view t) {
+  if (t == "__cublas$gemm" || t == "__cublas$lt$matmul" || t == "__cublas$lt$matmul$f8" ||
+      t == "__cublas$lt$matmul$mx") {
+    return CustomCallKind::kGemm;
+  }
+  if (t == "__cudnn$convForward" || t == "__cudnn$convBackwardInput" || t == "__cudnn$convBackwardFilter" ||
+      t == "__cudnn$convBiasActivationForward" || t == "__cudnn$convForwardGraph") {
+    return CustomCallKind::kConvolution;
+  }
+  return CustomCallKind::kUnmodelled;
+}
+
+std::string_view CustomCallTarget(const Instruction& ins) {
+  if (!ins.Has(kAttrCustomCallTarget)) return {};
+  std::string_view t = ins.attr(kAttrCustomCallTarget);
+  if (t.size() >= 2 && t.front() == '"' && t.back() == '"') t = t.substr(1, t.size() - 2);
+  return t;
+}
+
+int64_t KnownTripCount(const Instruction& ins) {
+  if (!ins.Has(kAttrBackendConfig)) return -1;
+  std::string_view b = ins.attr(kAttrBackendConfig);
+  size_t k = b.find("known_trip_count");
+  if (k == std::string_view::npos) return -1;
+  size_t n = b.find('n', k + 16);
+  if (n == std::string_view::npos) return -1;
+  size_t i = n + 1;
+  while (i < b.size() && (b[i] < '0' || b[i] > '9')) {
+    if (b[i] == '}') return -1;
+    ++i;
+  }
+  int64_t v = 0;
+  bool any = false;
+  for (; i < b.size() && b[i] >= '0' && b[i] <= '9'; ++i) {
+    v = v * 10 + (b[i] - '0');
+    any = true;
+  }
+  return any ? v : -1;
+}
 
 std::string_view CollectiveKind(std::string_view op) {
   static constexpr std::string_view kKinds[] = {
@@ -198,6 +275,10 @@ uint32_t CostModel::Classify(std::string_view op) {
     info.flops = F::kWhile;
   else if (o == "conditional")
     info.flops = F::kConditional;
+  else if (o == "fft")
+    info.flops = F::kFft;
+  else if (o == "custom-call")
+    info.flops = F::kCustomCall;
   // Byte-count exceptions of HloCostAnalysis.
   if (o == "parameter" || o == "constant" || o == "get-tuple-element" || o == "bitcast" ||
       o == "after-all" || o == "add-dependency" || o == "domain" || o == "opt-barrier") {
@@ -210,6 +291,10 @@ uint32_t CostModel::Classify(std::string_view op) {
     info.bytes = B::kDynamicSlice;
   } else if (o == "dynamic-update-slice") {
     info.bytes = B::kDynamicUpdateSlice;
+  } else if (o == "gather") {
+    info.bytes = B::kGather;
+  } else if (o == "scatter") {
+    info.bytes = B::kScatter;
   } else if (o.size() > 5 && o.compare(o.size() - 5, 5, "-done") == 0) {
     info.bytes = B::kZero;  // the *-start half carries the pair's traffic
   } else if (o == "async-update") {
@@ -360,6 +445,56 @@ Cost CostModel::CalledCost(uint32_t g, size_t which) {
   return ComputationCost(static_cast<int>(resolved_[ins.called_begin + which]));
 }
 
+double CostModel::ConvolutionFlops(const Instruction& ins, int64_t lhs, int64_t rhs, int64_t out) const {
+  const Module& m = *m_;
+  auto dim = [&](int64_t s, int64_t d) -> int64_t {
+    return s < 0 ? 1 : m.Dim(static_cast<uint32_t>(s), d);
+  };
+  // dim_labels=b01f_01io->b01f
+  std::string labels = AttrString(ins, kAttrDimLabels);
+  std::string in_l, k_l, out_l;
+  {
+    size_t us = labels.find('_'), arrow = labels.find("->");
+    if (us != std::string::npos && arrow != std::string::npos && arrow > us) {
+      in_l = labels.substr(0, us);
+      k_l = labels.substr(us + 1, arrow - us - 1);
+      out_l = labels.substr(arrow + 2);
+    }
+  }
+  auto pos = [](const std::string& l, char ch) -> int64_t {
+    size_t p = l.find(ch);
+    return p == std::string::npos ? -1 : static_cast<int64_t>(p);
+  };
+  double input_feature = static_cast<double>(dim(lhs, pos(in_l, 'f')));
+  double batch = static_cast<double>(dim(lhs, pos(in_l, 'b')));
+  double output_feature = static_cast<double>(dim(out, pos(out_l, 'f')));
+  double fgc =
+      static_cast<double>(std::max<int64_t>(1, AttrInt(ins, kAttrFeatureGroupCount, 1)));
+  double bgc = static_cast<double>(std::max<int64_t>(1, AttrInt(ins, kAttrBatchGroupCount, 1)));
+  std::vector<WindowDim> window;
+  if (ins.Has(kAttrWindow)) window = ParseWindow(std::string(ins.attr(kAttrWindow)));
+  double positions = 1;
+  for (size_t k = 0; k < window.size(); ++k) {
+    char digit = static_cast<char>('0' + k);
+    int64_t in_size = dim(lhs, pos(in_l, digit));
+    int64_t kernel = dim(rhs, pos(k_l, digit));
+    int64_t out_size = dim(out, pos(out_l, digit));
+    const WindowDim& w = window[k];
+    // Count (output, kernel) position pairs that read a real (non-padding, non-hole) input
+    // element.
+    int64_t valid = 0;
+    int64_t dilated_in = (in_size - 1) * w.lhs_dilate + 1;
+    for (int64_t o = 0; o < out_size; ++o) {
+      for (int64_t kk = 0; kk < kernel; ++kk) {
+        int64_t x = o * w.stride - w.pad_lo + kk * w.rhs_dilate;
+        if (x >= 0 && x < dilated_in && x % w.lhs_dilate == 0) ++valid;
+      }
+    }
+    positions *= static_cast<double>(valid);
+  }
+  return 2.0 * (input_feature / fgc) * output_feature * (batch / bgc) * positions;
+}
+
 Cost CostModel::ComputeInstruction(int c, uint32_t g) {
   using F = OpInfo::Flops;
   using B = OpInfo::Bytes;
@@ -403,54 +538,9 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
       cost.flops = 2.0 * out_elems * width;
       break;
     }
-    case F::kConvolution: {
-      int64_t lhs = OperandShape(g, 0);
-      int64_t rhs = OperandShape(g, 1);
-      // dim_labels=b01f_01io->b01f
-      std::string labels = AttrString(ins, kAttrDimLabels);
-      std::string in_l, k_l, out_l;
-      {
-        size_t us = labels.find('_'), arrow = labels.find("->");
-        if (us != std::string::npos && arrow != std::string::npos && arrow > us) {
-          in_l = labels.substr(0, us);
-          k_l = labels.substr(us + 1, arrow - us - 1);
-          out_l = labels.substr(arrow + 2);
-        }
-      }
-      auto pos = [](const std::string& l, char ch) -> int64_t {
-        size_t p = l.find(ch);
-        return p == std::string::npos ? -1 : static_cast<int64_t>(p);
-      };
-      double input_feature = static_cast<double>(dim(lhs, pos(in_l, 'f')));
-      double batch = static_cast<double>(dim(lhs, pos(in_l, 'b')));
-      double output_feature = static_cast<double>(dim(first_array, pos(out_l, 'f')));
-      double fgc =
-          static_cast<double>(std::max<int64_t>(1, AttrInt(ins, kAttrFeatureGroupCount, 1)));
-      double bgc = static_cast<double>(std::max<int64_t>(1, AttrInt(ins, kAttrBatchGroupCount, 1)));
-      std::vector<WindowDim> window;
-      if (ins.Has(kAttrWindow)) window = ParseWindow(std::string(ins.attr(kAttrWindow)));
-      double positions = 1;
-      for (size_t k = 0; k < window.size(); ++k) {
-        char digit = static_cast<char>('0' + k);
-        int64_t in_size = dim(lhs, pos(in_l, digit));
-        int64_t kernel = dim(rhs, pos(k_l, digit));
-        int64_t out_size = dim(first_array, pos(out_l, digit));
-        const WindowDim& w = window[k];
-        // Count (output, kernel) position pairs that read a real (non-padding, non-hole) input
-        // element.
-        int64_t valid = 0;
-        int64_t dilated_in = (in_size - 1) * w.lhs_dilate + 1;
-        for (int64_t o = 0; o < out_size; ++o) {
-          for (int64_t kk = 0; kk < kernel; ++kk) {
-            int64_t x = o * w.stride - w.pad_lo + kk * w.rhs_dilate;
-            if (x >= 0 && x < dilated_in && x % w.lhs_dilate == 0) ++valid;
-          }
-        }
-        positions *= static_cast<double>(valid);
-      }
-      cost.flops = 2.0 * (input_feature / fgc) * output_feature * (batch / bgc) * positions;
+    case F::kConvolution:
+      cost.flops = ConvolutionFlops(ins, OperandShape(g, 0), OperandShape(g, 1), first_array);
       break;
-    }
     case F::kReduce: {
       int64_t in = OperandShape(g, 0);
       double count = (in >= 0 ? elements(in) : 0) - out_elems;
@@ -494,7 +584,9 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
       break;
     }
     case F::kScatter: {
-      int64_t updates = OperandShape(g, ins.operands_count >= 3 ? ins.operands_count - 1 : 2);
+      // Operands: n inputs, the indices, n updates (XLA: elements of the first update).
+      const size_t n_in = ins.operands_count >= 3 ? (ins.operands_count - 1) / 2 : 1;
+      int64_t updates = OperandShape(g, n_in + 1);
       double n = updates >= 0 ? elements(updates) : 0;
       Cost sub = CalledCost(g, 0);
       cost.flops = sub.flops * n;
@@ -525,6 +617,46 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
       cost = CalledCost(g, 0);
       cost += CalledCost(g, 1);
       break;
+    case F::kFft: {
+      // XLA: 2 (FMA) x 4 (FMAs per complex multiply) x prod(floor(log2(fft_length))) x elements of the
+      // input (its first element when it is a tuple).
+      int64_t in = OperandShape(g, 0);
+      double elems = in >= 0 ? static_cast<double>(m.shapes[m.FirstArray(static_cast<uint32_t>(in))].elements) : 0;
+      double log_factors = 1;
+      if (ins.Has(kAttrFftLength)) {
+        for (int64_t d : IntList(std::string(ins.attr(kAttrFftLength)))) {
+          log_factors *= static_cast<double>(Log2Floor(d));
+        }
+      }
+      cost.flops = 2.0 * 4.0 * log_factors * elems;
+      break;
+    }
+    case F::kCustomCall: {
+      switch (ClassifyCustomCall(CustomCallTarget(ins))) {
+        case CustomCallKind::kGemm: {
+          // The dot of the backend config's dimension numbers; the output may be a tuple (cublasLt's
+          // auxiliary outputs, the workspace): its first element.
+          int64_t lhs = OperandShape(g, 0);
+          double width = 1;
+          if (ins.Has(kAttrBackendConfig)) {
+            for (int64_t d : JsonIntArrayAfter(ins.attr(kAttrBackendConfig), "lhs_contracting_dimensions")) {
+              width *= static_cast<double>(dim(lhs, d));
+            }
+          }
+          cost.flops = 2.0 * out_elems * width;
+          break;
+        }
+        case CustomCallKind::kConvolution: {
+          cost.flops = ConvolutionFlops(ins, OperandShape(g, 0), OperandShape(g, 1), first_array);
+          // (result, scratch): only the result counts as output bytes.
+          cost.bytes_accessed = operand_bytes + static_cast<double>(m.shapes[first_array].bytes);
+          break;
+        }
+        case CustomCallKind::kUnmodelled:
+          break;
+      }
+      break;
+    }
     case F::kConditional: {
       Cost best;
       for (size_t k = 0; k < ins.called_count; ++k) {
@@ -557,6 +689,24 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
         if (s >= 0) idx += static_cast<double>(m.shapes[s].bytes);
       }
       cost.bytes_accessed = 2 * out_bytes + idx;
+      break;
+    }
+    case B::kGather: {
+      // XLA: a copy of the output's size plus a read of the indices.
+      int64_t idx = OperandShape(g, 1);
+      cost.bytes_accessed = 2 * out_bytes + (idx >= 0 ? static_cast<double>(m.shapes[idx].bytes) : 0);
+      break;
+    }
+    case B::kScatter: {
+      // XLA: 3 x the updates (read the input, write the output, read the updates) plus the indices.
+      const size_t n_in = ins.operands_count >= 3 ? (ins.operands_count - 1) / 2 : 1;
+      double updates = 0;
+      for (size_t i = n_in + 1; i < ins.operands_count; ++i) {
+        int64_t u = OperandShape(g, i);
+        if (u >= 0) updates += static_cast<double>(m.shapes[u].bytes);
+      }
+      int64_t idx = OperandShape(g, n_in);
+      cost.bytes_accessed = 3 * updates + (idx >= 0 ? static_cast<double>(m.shapes[idx].bytes) : 0);
       break;
     }
     case B::kDynamicUpdateSlice: {

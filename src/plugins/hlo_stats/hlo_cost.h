@@ -47,7 +47,10 @@ struct OpInfo {
     kFusion,
     kCall,
     kWhile,
-    kConditional
+    kConditional,
+    kFft,
+    kCustomCall,
+    kGather
   };
   enum class Bytes : uint8_t {
     kDefault,
@@ -55,7 +58,9 @@ struct OpInfo {
     kTuple,
     kSlice,
     kDynamicSlice,
-    kDynamicUpdateSlice
+    kDynamicUpdateSlice,
+    kGather,
+    kScatter
   };
   std::string name;
   Flops flops = Flops::kNone;
@@ -63,6 +68,17 @@ struct OpInfo {
   std::string_view collective;  // normalized collective kind, "" when not a collective
   bool is_fusion = false, is_parameter = false, is_async_start = false;
 };
+
+// What the cost model makes of a custom-call, by its target (XLA's GpuHloCostAnalysis): cuBLAS gemms
+// count as the dot they compute, cuDNN convolutions as the convolution; any other target is not modelled
+// (0 FLOPs here; XLA's HloCostAnalysis reports -1) and is listed in the module's unmodelled_custom_calls.
+enum class CustomCallKind : uint8_t { kGemm, kConvolution, kUnmodelled };
+CustomCallKind ClassifyCustomCall(std::string_view target);
+// The custom_call_target of an instruction without its quotes ("" when it has none).
+std::string_view CustomCallTarget(const Instruction& ins);
+// backend_config={... "known_trip_count":{"n":"10"} ...} of a while loop (XLA's WhileLoopBackendConfig);
+// -1 when the loop has none (the trip count is unknown).
+int64_t KnownTripCount(const Instruction& ins);
 
 // Collective opcodes, normalized: "all-reduce-start" -> "all-reduce"; "" when not a collective (the
 // *-done halves return "").
@@ -107,6 +123,9 @@ class CostModel {
   uint32_t Classify(std::string_view opcode);
   Cost ComputeInstruction(int c, uint32_t g);
   Cost CalledCost(uint32_t g, size_t which);
+  // 2 x the multiply-adds of a convolution (or convolution custom-call) with these operand and result
+  // shapes, as HloCostAnalysis::GetConvolutionFlops.
+  double ConvolutionFlops(const Instruction& ins, int64_t lhs, int64_t rhs, int64_t out) const;
 
   const Module* m_ = nullptr;
   // Opcode facts, kept over the whole run.

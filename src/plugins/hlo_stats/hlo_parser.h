@@ -58,6 +58,9 @@ enum Attr : int {
   kAttrFeatureGroupCount,
   kAttrBatchGroupCount,
   kAttrWindow,
+  kAttrCustomCallTarget,
+  kAttrBackendConfig,
+  kAttrFftLength,
   // Called computations, in the order they are listed in Instruction's called range.
   kAttrCalls,
   kAttrToApply,

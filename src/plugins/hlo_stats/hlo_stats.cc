@@ -2,6 +2,8 @@
 // their buffers and ordering rules; split apart, the byte-identity argument would span two files.
 #include "plugins/hlo_stats/hlo_stats.h"
 
+#include "plugins/common/content.h"
+
 #include <algorithm>
 
 #if defined(__SSE2__)
@@ -221,6 +223,8 @@ class ModuleWriter {
     op_counts_.assign(model_.NumOpIds(), 0);
     fusions_.clear();
     collectives_.clear();
+    unmodelled_.clear();
+    int64_t unknown_trip_counts = 0;
     int64_t fused_computations = 0;
     for (size_t c = 0; c < comps.size(); ++c) {
       if (model_.IsFusionBody(static_cast<int>(c))) ++fused_computations;
@@ -241,6 +245,14 @@ class ModuleWriter {
         }
       }
       if (!kind.empty()) Increment(collectives_, kind);
+      if (op.flops == hlo::OpInfo::Flops::kCustomCall) {
+        std::string_view target = hlo::CustomCallTarget(ins);
+        if (hlo::ClassifyCustomCall(target) == hlo::CustomCallKind::kUnmodelled) {
+          Increment(unmodelled_, target.empty() ? std::string_view("unknown") : target);
+        }
+      } else if (op.flops == hlo::OpInfo::Flops::kWhile && hlo::KnownTripCount(ins) < 0) {
+        ++unknown_trip_counts;
+      }
     }
     const int entry = m.EntryIndex();
     const hlo::Computation& ec = comps[entry];
@@ -292,6 +304,12 @@ class ModuleWriter {
     AppendNumber(o, total.transcendentals);
     Key(o, "bytes_accessed");
     AppendNumber(o, total.bytes_accessed);
+    Key(o, "unmodelled_custom_calls");
+    AppendCounts(o, unmodelled_);
+    if (unknown_trip_counts > 0) {
+      Key(o, "while_loops_unknown_trip_count");
+      AppendJsonInt(o, unknown_trip_counts);
+    }
     o.append("}\n");
     Commit(Put(Reserve(o.size()), o));
     ++records;
@@ -313,8 +331,11 @@ class ModuleWriter {
         const hlo::ShapeNode& shape = m.shape(ins.shape);
         hlo::Cost cost = model_.InstructionCost(static_cast<int>(c), g);
         const bool fusion_kind = model_.Op(g).is_fusion && ins.Has(hlo::kAttrKind);
+        const hlo::OpInfo::Flops kind = model_.Op(g).flops;
+        const std::string_view target =
+            kind == hlo::OpInfo::Flops::kCustomCall ? hlo::CustomCallTarget(ins) : std::string_view();
         size_t strings = ins.name.size() + ins.opcode.size() + ins.op_name.size() +
-                         ins.op_type.size() + ins.source_file.size() +
+                         ins.op_type.size() + ins.source_file.size() + target.size() +
                          (fusion_kind ? ins.attr(hlo::kAttrKind).size() : 0);
         size_t names = 0;  // each a quoted string and a comma
         for (uint32_t k = 0; k < ins.operands_count; ++k)
@@ -363,6 +384,34 @@ class ModuleWriter {
         p = PutNumber(p, cost.transcendentals);
         p = PutLit(p, ",\"bytes_accessed\":");
         p = PutNumber(p, cost.bytes_accessed);
+        if (kind == hlo::OpInfo::Flops::kCustomCall) {
+          p = PutLit(p, ",\"custom_call_target\":");
+          p = PutString(p, target);
+          switch (hlo::ClassifyCustomCall(target)) {
+            case hlo::CustomCallKind::kGemm:
+              p = PutLit(p, ",\"cost_model\":\"dot\"");
+              break;
+            case hlo::CustomCallKind::kConvolution:
+              p = PutLit(p, ",\"cost_model\":\"convolution\"");
+              break;
+            case hlo::CustomCallKind::kUnmodelled:
+              p = PutLit(p, ",\"cost_model\":\"unmodelled\"");
+              break;
+          }
+        } else if (kind == hlo::OpInfo::Flops::kWhile) {
+          // XLA's figures are one iteration; with a known trip count, also the whole loop's.
+          const int64_t trips = hlo::KnownTripCount(ins);
+          if (trips >= 0) {
+            p = PutLit(p, ",\"trip_count\":");
+            p = PutInt(p, trips);
+            p = PutLit(p, ",\"flops_all_iterations\":");
+            p = PutNumber(p, cost.flops * static_cast<double>(trips));
+            p = PutLit(p, ",\"bytes_accessed_all_iterations\":");
+            p = PutNumber(p, cost.bytes_accessed * static_cast<double>(trips));
+          } else {
+            p = PutLit(p, ",\"trip_count\":\"unknown trip count\"");
+          }
+        }
         if (!ins.op_name.empty()) {
           p = PutLit(p, ",\"op_name\":");
           p = PutString(p, ins.op_name);
@@ -395,7 +444,7 @@ class ModuleWriter {
   hlo::Module module_;  // reused from module to module
   hlo::CostModel model_;
   std::vector<int64_t> op_counts_;
-  std::vector<std::pair<std::string_view, int64_t>> opcodes_, fusions_, collectives_;
+  std::vector<std::pair<std::string_view, int64_t>> opcodes_, fusions_, collectives_, unmodelled_;
 };
 
 // Analyses the chunks of one file and writes their records in file order. The first chunk is
@@ -410,7 +459,7 @@ class FileAnalyzer {
 
   FileAnalyzer(JsonlWriter& out, const std::string& filename)
       : out_(out), stage_(StageOf(filename)) {
-    AppendJsonString(source_, out.source());
+    source_ = out.SourceFieldsJson();
     threads_ = PluginThreads();
     max_in_flight_ = 2 * static_cast<size_t>(threads_) + 1;
   }
@@ -546,7 +595,7 @@ class FileAnalyzer {
 
   JsonlWriter& out_;
   const std::string stage_;
-  std::string source_;  // the source file as a JSON string
+  std::string source_;  // what follows "source": in a record (JsonlWriter::SourceFieldsJson)
   int threads_ = 1;
   size_t max_in_flight_ = 1;
   std::unique_ptr<ModuleWriter> inline_;
@@ -563,9 +612,21 @@ class FileAnalyzer {
   absl::Status first_error_;
 };
 
+// Binary data or JSON given as HLO: say what it looks like instead of a parse error about its bytes.
+absl::Status CheckLooksLikeHlo(std::string_view data) {
+  ContentKind kind = ClassifyContent(data.substr(0, 4096));
+  if (kind == ContentKind::kProtobuf || kind == ContentKind::kBinary || kind == ContentKind::kJson) {
+    return InputError(absl::StrCat("not HLO text (looks like ", std::string(DescribeContent(kind)),
+                                   "); hlo-stats reads HLO text dumps (*.hlo, *after_optimizations.txt)"),
+                      1, std::nullopt);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status AnalyzeHloText(std::string_view text, const std::string& filename, JsonlWriter& out) {
+  if (absl::Status s = CheckLooksLikeHlo(text); !s.ok()) return s;
   FileAnalyzer a(out, filename);
   a.Submit(std::string(text), 1);
   return a.Finish();
@@ -621,6 +682,9 @@ absl::Status AnalyzeHloFile(const std::string& path, JsonlWriter& out) {
       return n.status();
     }
     if (*n == 0) break;
+    if (len == 0) {
+      if (absl::Status s = CheckLooksLikeHlo(std::string_view(buf.data(), *n)); !s.ok()) return s;
+    }
     size_t from = len;
     len += *n;
     // The last complete line so far ends at the last newline.

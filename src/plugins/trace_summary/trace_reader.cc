@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "plugins/common/content.h"
 
 namespace falcon::plugins {
 
@@ -228,6 +229,13 @@ absl::Status TraceReader::Run(Source& src, const Callback& cb) {
     SkipSpace(src);
   }
   char first = src.Ensure() ? src.data()[src.pos] : 0;
+  if (first != '{' && first != '[') {
+    // From the first byte of the file (still in the window: only blanks were skipped).
+    ContentKind kind = ClassifyContent(std::string_view(src.data(), std::min<size_t>(src.end(), 4096)));
+    return InputError(absl::StrCat("not Chrome trace JSON (looks like ", std::string(DescribeContent(kind)),
+                                   "); trace-summary reads trace event JSON starting with '{' or '['"),
+                      std::nullopt, 0);
+  }
 
   // Streams the array at pos (which is '['). bare: the closing bracket may be missing.
   auto stream_array = [&](bool bare) -> absl::Status {

@@ -18,7 +18,9 @@ int main(int argc, char** argv) {
       info,
       [](const std::string& path, JsonlWriter& out) -> absl::Status {
         xplane::XPlaneStats stats(out);
-        return xplane::ReadXSpaceFile(path, stats);
+        absl::Status s = xplane::ReadXSpaceFile(path, stats);
+        if (s.ok()) stats.Finish();
+        return s;
       },
       argc, argv);
 }

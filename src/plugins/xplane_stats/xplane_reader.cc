@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 #include <functional>
@@ -15,6 +16,7 @@
 #include <google/protobuf/wire_format_lite.h>
 
 #include "absl/strings/str_cat.h"
+#include "plugins/common/content.h"
 #include "plugins/common/plugin_io.h"
 #include "plugins/xplane_stats/xplane.pb.h"
 
@@ -180,7 +182,7 @@ bool ReadMapEntry(CodedInputStream& in, int64_t* key, std::string* value) {
 }
 
 struct TrackedStats {
-  int64_t step_num = -1, hlo_op = -1, hlo_module = -1, program_id = -1;
+  int64_t step_num = -1, hlo_op = -1, hlo_module = -1, program_id = -1, device_duration_ps = -1;
 };
 
 // Decodes one XStat; records it in `e` when its metadata id is one we track.
@@ -243,6 +245,7 @@ bool ReadStat(CodedInputStream& in, PlaneInfo& plane, const TrackedStats& t, Eve
   if (has_int) {
     if (mid == t.step_num) e.step_num = ival;
     else if (mid == t.program_id) e.program_id = ival;
+    else if (mid == t.device_duration_ps) e.device_duration_ps = ival;
   }
   if (has_str) {
     if (mid == t.hlo_op) e.hlo_op = plane.Intern(scratch);
@@ -341,6 +344,23 @@ absl::Status Read(Source& src, Visitor& visitor) {
   {
     auto zin = src.Open();
     if (!zin.ok()) return zin.status();
+    {
+      // Text (JSON, HLO) or other binary given as an XSpace: say what it looks like.
+      const void* data = nullptr;
+      int size = 0;
+      if ((*zin)->Next(&data, &size)) {
+        ContentKind kind = ClassifyContent(
+            std::string_view(static_cast<const char*>(data), static_cast<size_t>(std::min(size, 4096))));
+        (*zin)->BackUp(size);
+        if (kind != ContentKind::kProtobuf && kind != ContentKind::kEmpty) {
+          return InputError(absl::StrCat("not an XSpace protobuf (looks like ", std::string(DescribeContent(kind)),
+                                         "); xplane-stats reads *.xplane.pb profiles"),
+                            std::nullopt, 0);
+        }
+      }
+      absl::Status io = src.Error();
+      if (!io.ok()) return io;
+    }
     absl::Status s = ForEachPlane(zin->get(), [&](CodedInputStream& in, int index, uint64_t base) {
       PlaneInfo& p = planes.emplace_back();
       p.index = index;
@@ -360,7 +380,24 @@ absl::Status Read(Source& src, Visitor& visitor) {
             ok = ReadMapEntry(in, &key, &buf);
             XEventMetadata md;
             if (ok && md.ParseFromString(buf)) {
-              p.event_metadata[key] = EventMeta{md.name(), md.display_name()};
+              EventMeta& em = p.event_metadata[key];
+              em.name = md.name();
+              em.display_name = md.display_name();
+              for (const XStat& st : md.stats()) {
+                switch (st.value_case()) {
+                  case XStat::kInt64Value:
+                    em.raw_stats.emplace_back(st.metadata_id(), static_cast<double>(st.int64_value()));
+                    break;
+                  case XStat::kUint64Value:
+                    em.raw_stats.emplace_back(st.metadata_id(), static_cast<double>(st.uint64_value()));
+                    break;
+                  case XStat::kDoubleValue:
+                    em.raw_stats.emplace_back(st.metadata_id(), st.double_value());
+                    break;
+                  default:
+                    break;
+                }
+              }
             } else {
               ok = false;
             }
@@ -402,6 +439,19 @@ absl::Status Read(Source& src, Visitor& visitor) {
       else if (name == "hlo_op") t.hlo_op = id;
       else if (name == "hlo_module") t.hlo_module = id;
       else if (name == "program_id") t.program_id = id;
+      else if (name == "device_duration_ps") t.device_duration_ps = id;
+    }
+    // The static per-op stats of the event metadata, now that every stat name is known.
+    for (auto& [id, em] : p.event_metadata) {
+      for (const auto& [sid, v] : em.raw_stats) {
+        auto it = p.stat_names.find(sid);
+        if (it == p.stat_names.end()) continue;
+        if (it->second == "program_id") em.program_id = static_cast<int64_t>(v);
+        else if (it->second == "flops") em.flops = v;
+        else if (it->second == "bytes_accessed") em.bytes_accessed = v;
+      }
+      em.raw_stats.clear();
+      em.raw_stats.shrink_to_fit();
     }
     visitor.BeginPlane(p);
     for (uint32_t tag; (tag = in.ReadTag()) != 0;) {

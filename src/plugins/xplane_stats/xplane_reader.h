@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -17,6 +18,11 @@ namespace falcon::plugins::xplane {
 struct EventMeta {
   std::string name;
   std::string display_name;
+  // Static per-op stats of XEventMetadata.stats (TPU "XLA Ops" events carry them there), -1 when absent.
+  int64_t program_id = -1;
+  double flops = -1, bytes_accessed = -1;
+  // Until the plane's stat names are known: the metadata's integer/double stats as (stat id, value).
+  std::vector<std::pair<int64_t, double>> raw_stats;
 };
 
 struct PlaneInfo {
@@ -40,6 +46,7 @@ struct Event {
   int64_t program_id = -1;   // "program_id" stat, -1 when absent
   int32_t hlo_op = -1;       // "hlo_op" stat, interned in PlaneInfo::strings, -1 when absent
   int32_t hlo_module = -1;   // "hlo_module" stat, interned, -1 when absent
+  int64_t device_duration_ps = -1;  // "device_duration_ps" stat (TPU: the device's own op time), -1 when absent
 };
 
 struct Line {

@@ -14,7 +14,34 @@ double Us(int64_t ps) { return static_cast<double>(ps) / 1e6; }
 void XPlaneStats::BeginPlane(const PlaneInfo& plane) {
   plane_lines_ = plane_events_ = plane_busy_ps_ = 0;
   hlo_ops_.clear();
+  tpu_ops_.clear();
 }
+
+namespace {
+bool IsTpuPlane(const std::string& name) { return name.rfind("/device:TPU:", 0) == 0; }
+// XProf's rates: GFLOP/s and GiB/s of the measured time.
+double GflopRate(double flops, int64_t ps) { return ps > 0 ? flops / (static_cast<double>(ps) / 1e3) : 0; }
+double GibPerSecond(double bytes, int64_t ps) {
+  return ps > 0 ? bytes / (static_cast<double>(ps) / 1e12) / (1024.0 * 1024.0 * 1024.0) : 0;
+}
+void AddTpuFields(Json& r, const auto& a, int64_t all_ps) {
+  r["occurrences"] = a.occurrences;
+  r["total_time"] = static_cast<double>(a.total_ps) / 1e6;
+  r["avg_time"] = a.occurrences ? static_cast<double>(a.total_ps) / 1e6 / static_cast<double>(a.occurrences) : 0.0;
+  r["total_self_time"] = static_cast<double>(a.self_ps) / 1e6;
+  r["avg_self_time"] = a.occurrences ? static_cast<double>(a.self_ps) / 1e6 / static_cast<double>(a.occurrences) : 0.0;
+  r["total_time_percent"] = all_ps > 0 ? 100.0 * static_cast<double>(a.total_ps) / static_cast<double>(all_ps) : 0.0;
+  if (a.has_flops) {
+    r["flops"] = a.flops;
+    r["model_flop_rate"] = GflopRate(a.flops, a.total_ps);
+  }
+  if (a.has_bytes) {
+    r["bytes_accessed"] = a.bytes;
+    r["measured_memory_bw"] = GibPerSecond(a.bytes, a.total_ps);
+  }
+  r["time_source"] = a.device_time ? "device_duration_ps" : "event_span";
+}
+}  // namespace
 
 void XPlaneStats::OnLine(PlaneInfo& plane, Line& line) {
   ++plane_lines_;
@@ -50,6 +77,45 @@ void XPlaneStats::OnLine(PlaneInfo& plane, Line& line) {
   }
   plane_busy_ps_ += busy;
 
+  const std::string& lname = line.display_name.empty() ? line.name : line.display_name;
+  const bool tpu_ops = IsTpuPlane(plane.name) && lname == "XLA Ops";
+  if (tpu_ops) {
+    // The device's own op time (device_duration_ps) where present, else the event span; self time =
+    // that minus the device time of the direct children (nesting by span).
+    auto dev = [](const Event& e) { return e.device_duration_ps >= 0 ? e.device_duration_ps : e.duration_ps; };
+    std::vector<int64_t>& cd = child_dev_;
+    cd.assign(ev.size(), 0);
+    stack.clear();
+    for (uint32_t i = 0; i < ev.size(); ++i) {
+      const Event& e = ev[i];
+      while (!stack.empty() && ev[stack.back()].offset_ps + ev[stack.back()].duration_ps <= e.offset_ps) {
+        stack.pop_back();
+      }
+      if (!stack.empty()) cd[stack.back()] += dev(e);
+      stack.push_back(i);
+    }
+    for (uint32_t i = 0; i < ev.size(); ++i) {
+      const Event& e = ev[i];
+      auto it = plane.event_metadata.find(e.metadata_id);
+      const EventMeta* m = it == plane.event_metadata.end() ? nullptr : &it->second;
+      int64_t program = e.program_id >= 0 ? e.program_id : (m ? m->program_id : -1);
+      TpuAgg& a = tpu_ops_[{program, e.metadata_id}];
+      int64_t t = dev(e);
+      a.occurrences += e.occurrences;
+      a.total_ps += t;
+      a.self_ps += std::max<int64_t>(0, t - cd[i]);
+      if (e.device_duration_ps < 0) a.device_time = false;
+      if (m && m->flops >= 0) {
+        a.flops += m->flops * static_cast<double>(e.occurrences);
+        a.has_flops = true;
+      }
+      if (m && m->bytes_accessed >= 0) {
+        a.bytes += m->bytes_accessed * static_cast<double>(e.occurrences);
+        a.has_bytes = true;
+      }
+    }
+  }
+
   std::unordered_map<int64_t, Agg> ops;
   for (uint32_t i = 0; i < ev.size(); ++i) {
     const Event& e = ev[i];
@@ -60,7 +126,7 @@ void XPlaneStats::OnLine(PlaneInfo& plane, Line& line) {
     a.occurrences += e.occurrences;
     a.total_ps += e.duration_ps;
     a.self_ps += self;
-    if (e.hlo_op >= 0) {
+    if (e.hlo_op >= 0 && !tpu_ops) {
       Agg& h = hlo_ops_[{e.program_id, e.hlo_module, e.hlo_op}];
       if (h.occurrences == 0 || e.duration_ps < h.min_ps) h.min_ps = e.duration_ps;
       if (h.occurrences == 0 || e.duration_ps > h.max_ps) h.max_ps = e.duration_ps;
@@ -174,6 +240,35 @@ void XPlaneStats::EndPlane(const PlaneInfo& plane) {
     r["total_time_percent"] = all > 0 ? 100.0 * static_cast<double>(a.total_ps) / all : 0.0;
     out_.Write(r);
   }
+  // TPU ops of this core, by total time.
+  std::vector<std::pair<std::pair<int64_t, int64_t>, TpuAgg>> tpu(tpu_ops_.begin(), tpu_ops_.end());
+  std::sort(tpu.begin(), tpu.end(), [](const auto& a, const auto& b) {
+    if (a.second.total_ps != b.second.total_ps) return a.second.total_ps > b.second.total_ps;
+    return a.first < b.first;
+  });
+  int64_t tpu_all = 0;
+  for (const auto& [k, a] : tpu) tpu_all += a.total_ps;
+  for (const auto& [k, a] : tpu) {
+    auto it = plane.event_metadata.find(k.second);
+    std::string name = it == plane.event_metadata.end() ? std::to_string(k.second) : it->second.name;
+    Json h = out_.Record("hlo_op");
+    h["plane"] = plane.name;
+    h["core"] = plane.name.substr(std::string("/device:TPU:").size());
+    if (k.first >= 0) h["program_id"] = k.first;
+    h["hlo_op_name"] = name;
+    AddTpuFields(h, a, tpu_all);
+    out_.Write(h);
+    AllCores& all = all_cores_[{k.first, name}];
+    all.agg.occurrences += a.occurrences;
+    all.agg.total_ps += a.total_ps;
+    all.agg.self_ps += a.self_ps;
+    all.agg.flops += a.flops;
+    all.agg.bytes += a.bytes;
+    all.agg.has_flops |= a.has_flops;
+    all.agg.has_bytes |= a.has_bytes;
+    all.agg.device_time &= a.device_time;
+    all.cores.push_back(plane.name);
+  }
   Json r = out_.Record("plane");
   r["plane_id"] = plane.id;
   r["plane"] = plane.name;
@@ -183,8 +278,30 @@ void XPlaneStats::EndPlane(const PlaneInfo& plane) {
   r["event_metadata"] = plane.event_metadata.size();
   r["stat_metadata"] = plane.stat_names.size();
   r["busy_time_sum_of_lines"] = Us(plane_busy_ps_);
-  r["hlo_ops"] = hlo_ops_.size();
+  r["hlo_ops"] = hlo_ops_.size() + tpu_ops_.size();
   out_.Write(r);
+}
+
+void XPlaneStats::Finish() {
+  // TPU ops over all cores, keyed by (program id, op name), as XProf's hlo_stats rows.
+  std::vector<const std::pair<const std::pair<int64_t, std::string>, AllCores>*> rows;
+  int64_t all = 0;
+  for (const auto& kv : all_cores_) {
+    rows.push_back(&kv);
+    all += kv.second.agg.total_ps;
+  }
+  std::sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
+    if (a->second.agg.total_ps != b->second.agg.total_ps) return a->second.agg.total_ps > b->second.agg.total_ps;
+    return a->first < b->first;
+  });
+  for (const auto* kv : rows) {
+    Json r = out_.Record("hlo_op_all_cores");
+    if (kv->first.first >= 0) r["program_id"] = kv->first.first;
+    r["hlo_op_name"] = kv->first.second;
+    r["cores"] = kv->second.cores.size();
+    AddTpuFields(r, kv->second.agg, all);
+    out_.Write(r);
+  }
 }
 
 }  // namespace falcon::plugins::xplane

@@ -18,6 +18,8 @@ class XPlaneStats : public Visitor {
   void BeginPlane(const PlaneInfo& plane) override;
   void OnLine(PlaneInfo& plane, Line& line) override;
   void EndPlane(const PlaneInfo& plane) override;
+  // Writes the records over all planes (TPU ops aggregated over cores). Call once after the file is read.
+  void Finish();
   int planes() const { return planes_; }
 
  private:
@@ -31,7 +33,22 @@ class XPlaneStats : public Visitor {
   int64_t plane_lines_ = 0, plane_events_ = 0, plane_busy_ps_ = 0;
   // (program_id, hlo_module id, hlo_op id) -> totals, for events that carry an hlo_op stat.
   std::map<std::tuple<int64_t, int32_t, int32_t>, Agg> hlo_ops_;
+  // TPU "XLA Ops" lines: per (program_id, event metadata id) of the plane, times from device_duration_ps.
+  struct TpuAgg {
+    int64_t occurrences = 0;
+    int64_t total_ps = 0, self_ps = 0;
+    double flops = 0, bytes = 0;
+    bool has_flops = false, has_bytes = false, device_time = true;
+  };
+  std::map<std::pair<int64_t, int64_t>, TpuAgg> tpu_ops_;
+  // Over all TPU planes: (program_id, op name) -> totals and the cores it ran on.
+  struct AllCores {
+    TpuAgg agg;
+    std::vector<std::string> cores;
+  };
+  std::map<std::pair<int64_t, std::string>, AllCores> all_cores_;
   std::vector<int64_t> child_;  // scratch of OnLine, kept to avoid reallocation
+  std::vector<int64_t> child_dev_;
   std::vector<uint32_t> stack_;
 };
 

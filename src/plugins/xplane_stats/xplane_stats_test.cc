@@ -67,6 +67,7 @@ std::vector<Json> Analyze(const std::string& bytes, absl::Status* status = nullp
   JsonlWriter w(os);
   XPlaneStats stats(w);
   absl::Status s = ReadXSpaceBytes(bytes, stats);
+  if (s.ok()) stats.Finish();
   if (status) *status = s;
   else EXPECT_TRUE(s.ok()) << s;
   std::vector<Json> out;
@@ -126,6 +127,106 @@ TEST(XPlaneStats, TruncatedFileIsAnErrorWithOffset) {
   EXPECT_TRUE(ErrorOffset(s).has_value());
   Analyze("this is not a protobuf at all", &s);
   EXPECT_FALSE(s.ok());
+}
+
+// TPU planes as XProf's converter reads them: per core an "XLA Ops" line whose events name the HLO op
+// in their metadata, with program_id / flops / bytes_accessed on the metadata and the device's own time
+// in a device_duration_ps event stat.
+std::string MakeTpuSpace() {
+  XSpace space;
+  for (int core = 0; core < 2; ++core) {
+    XPlane* p = space.add_planes();
+    p->set_id(core + 1);
+    p->set_name("/device:TPU:" + std::to_string(core));
+    (*p->mutable_stat_metadata())[1].set_name("program_id");
+    (*p->mutable_stat_metadata())[2].set_name("flops");
+    (*p->mutable_stat_metadata())[3].set_name("bytes_accessed");
+    (*p->mutable_stat_metadata())[4].set_name("device_duration_ps");
+    auto md = [&](int64_t id, const std::string& name, int64_t program, int64_t flops, int64_t bytes) {
+      XEventMetadata& m = (*p->mutable_event_metadata())[id];
+      m.set_id(id);
+      m.set_name(name);
+      XStat* st = m.add_stats();
+      st->set_metadata_id(1);
+      st->set_int64_value(program);
+      st = m.add_stats();
+      st->set_metadata_id(2);
+      st->set_uint64_value(flops);
+      st = m.add_stats();
+      st->set_metadata_id(3);
+      st->set_uint64_value(bytes);
+    };
+    md(1, "fusion.1", 7, 1000000, 4096);  // program 7
+    md(2, "convolution.2", 7, 8000000, 8192);
+    md(3, "fusion.1", 9, 500, 64);  // the same op name in another program
+    XLine* ops = p->add_lines();
+    ops->set_name("XLA Ops");
+    ops->set_timestamp_ns(1000);
+    auto add = [&](int64_t id, int64_t off_ns, int64_t span_ns, int64_t device_ns) {
+      XEvent* e = ops->add_events();
+      e->set_metadata_id(id);
+      e->set_offset_ps(off_ns * 1000);
+      e->set_duration_ps(span_ns * 1000);
+      if (device_ns >= 0) {
+        XStat* st = e->add_stats();
+        st->set_metadata_id(4);
+        st->set_uint64_value(device_ns * 1000);
+      }
+    };
+    // Spans differ from the device's durations (as on real TPUs, by up to ~10%).
+    add(1, 0, 100, 90 + core);
+    add(2, 200, 1000, 1100);
+    add(1, 1300, 100, 95);
+    add(3, 1500, 50, -1);  // no device duration: the span
+    XLine* mods = p->add_lines();
+    mods->set_name("XLA Modules");
+    XEvent* e = mods->add_events();
+    e->set_metadata_id(2);
+    e->set_duration_ps(1600000);
+  }
+  return space.SerializeAsString();
+}
+
+TEST(XPlaneStats, TpuOpsPerCoreAndOverCoresByProgramWithDeviceDurations) {
+  auto recs = Analyze(MakeTpuSpace());
+  std::vector<Json> per_core, all;
+  for (const auto& r : recs) {
+    if (r["record_type"] == "hlo_op") per_core.push_back(r);
+    if (r["record_type"] == "hlo_op_all_cores") all.push_back(r);
+  }
+  // Three (program, op) rows on each of the two cores, three over all cores.
+  ASSERT_EQ(per_core.size(), 6u);
+  ASSERT_EQ(all.size(), 3u);
+  auto row = [](const std::vector<Json>& rows, const std::string& plane, int64_t program, const std::string& op) {
+    for (const auto& r : rows) {
+      if ((plane.empty() || r["plane"] == plane) && r["program_id"] == program && r["hlo_op_name"] == op) return r;
+    }
+    ADD_FAILURE() << "no row " << plane << " " << program << " " << op;
+    return Json();
+  };
+  Json f0 = row(per_core, "/device:TPU:0", 7, "fusion.1");
+  EXPECT_EQ(f0["occurrences"], 2);
+  EXPECT_DOUBLE_EQ(f0["total_time"].get<double>(), (90 + 95) / 1000.0);  // device time, not the 200 ns of spans
+  EXPECT_EQ(f0["time_source"], "device_duration_ps");
+  EXPECT_EQ(f0["core"], "0");
+  EXPECT_DOUBLE_EQ(f0["flops"].get<double>(), 2e6);
+  EXPECT_DOUBLE_EQ(f0["bytes_accessed"].get<double>(), 2 * 4096.0);
+  // GFLOP/s = flops / ns; GiB/s = bytes / s / 2^30.
+  EXPECT_DOUBLE_EQ(f0["model_flop_rate"].get<double>(), 2e6 / 185.0);
+  EXPECT_DOUBLE_EQ(f0["measured_memory_bw"].get<double>(), 8192.0 / 185e-9 / (1 << 30));
+  Json f1 = row(per_core, "/device:TPU:1", 7, "fusion.1");
+  EXPECT_DOUBLE_EQ(f1["total_time"].get<double>(), (91 + 95) / 1000.0);
+  Json other = row(per_core, "/device:TPU:0", 9, "fusion.1");
+  EXPECT_EQ(other["time_source"], "event_span");
+  EXPECT_DOUBLE_EQ(other["total_time"].get<double>(), 0.05);
+  Json conv_all = row(all, "", 7, "convolution.2");
+  EXPECT_EQ(conv_all["cores"], 2);
+  EXPECT_EQ(conv_all["occurrences"], 2);
+  EXPECT_DOUBLE_EQ(conv_all["total_time"].get<double>(), 2.2);
+  EXPECT_DOUBLE_EQ(conv_all["total_self_time"].get<double>(), 2.2);
+  Json fusion_all = row(all, "", 7, "fusion.1");
+  EXPECT_EQ(fusion_all["occurrences"], 4);
+  EXPECT_DOUBLE_EQ(fusion_all["total_time"].get<double>(), (90 + 95 + 91 + 95) / 1000.0);
 }
 
 }  // namespace

@@ -1,0 +1,157 @@
+// The cost model against XLA's HloCostAnalysis rules (xla/service/hlo_cost_analysis.cc and the GPU
+// subclass' custom-call rules), one op class per test, with figures worked out by hand from those rules.
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "plugins/hlo_stats/hlo_stats.h"
+
+namespace falcon::plugins {
+namespace {
+
+std::vector<Json> Analyze(const std::string& text) {
+  std::ostringstream os;
+  JsonlWriter w(os);
+  w.set_source("x.hlo");
+  absl::Status s = AnalyzeHloText(text, "x.hlo", w);
+  EXPECT_TRUE(s.ok()) << s;
+  std::vector<Json> out;
+  std::istringstream is(os.str());
+  for (std::string line; std::getline(is, line);) out.push_back(Json::parse(line));
+  return out;
+}
+
+const Json& Find(const std::vector<Json>& recs, const std::string& type, const std::string& name = "") {
+  for (const auto& r : recs) {
+    if (r["record_type"] == type && (name.empty() || r["name"] == name)) return r;
+  }
+  static Json none;
+  ADD_FAILURE() << "no " << type << " " << name;
+  return none;
+}
+
+TEST(HloCostXla, FftIs8TimesLog2LengthsTimesInputElements) {
+  auto recs = Analyze(R"(HloModule m
+ENTRY e {
+  p = c64[8,32]{1,0} parameter(0)
+  f1 = c64[8,32]{1,0} fft(p), fft_type=FFT, fft_length={32}
+  q = c64[4,16,32]{2,1,0} parameter(1)
+  f2 = c64[4,16,32]{2,1,0} fft(q), fft_type=IFFT, fft_length={16,32}
+  r = f32[4,30]{1,0} parameter(2)
+  ROOT f3 = c64[4,16]{1,0} fft(r), fft_type=RFFT, fft_length={30}
+})");
+  EXPECT_EQ(Find(recs, "instruction", "f1")["flops"], 2 * 4 * 5 * 8 * 32);
+  EXPECT_EQ(Find(recs, "instruction", "f2")["flops"], 2 * 4 * (4 * 5) * 4 * 16 * 32);
+  // log2 is floored (XLA's Log2Floor): 30 -> 4; the elements are the input's.
+  EXPECT_EQ(Find(recs, "instruction", "f3")["flops"], 2 * 4 * 4 * 4 * 30);
+}
+
+TEST(HloCostXla, CublasGemmCustomCallsCountAsTheirDot) {
+  auto recs = Analyze(R"(HloModule m
+ENTRY e {
+  a = f32[64,128]{1,0} parameter(0)
+  b = f32[128,32]{1,0} parameter(1)
+  lt = (f32[64,32]{1,0}, s8[4194304]{0}) custom-call(a, b), custom_call_target="__cublas$lt$matmul", backend_config={"operation_queue_id":"0","gemm_backend_config":{"alpha_real":1,"beta":0,"dot_dimension_numbers":{"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"],"lhs_batch_dimensions":[],"rhs_batch_dimensions":[]},"epilogue":"DEFAULT"}}
+  x = f32[8,64,128]{2,1,0} parameter(2)
+  y = f32[8,128,16]{2,1,0} parameter(3)
+  ROOT g = f32[8,64,16]{2,1,0} custom-call(x, y), custom_call_target="__cublas$gemm", backend_config="{\"alpha_real\":1,\"dot_dimension_numbers\":{\"lhs_contracting_dimensions\":[\"2\"],\"rhs_contracting_dimensions\":[\"1\"],\"lhs_batch_dimensions\":[\"0\"],\"rhs_batch_dimensions\":[\"0\"]}}"
+})");
+  const Json& lt = Find(recs, "instruction", "lt");
+  EXPECT_EQ(lt["flops"], 2 * 64 * 32 * 128);
+  EXPECT_EQ(lt["cost_model"], "dot");
+  EXPECT_EQ(lt["custom_call_target"], "__cublas$lt$matmul");
+  EXPECT_EQ(Find(recs, "instruction", "g")["flops"], 2 * 8 * 64 * 16 * 128);
+  EXPECT_EQ(Find(recs, "module")["unmodelled_custom_calls"], Json::object());
+}
+
+TEST(HloCostXla, CudnnConvolutionCustomCallsCountAsTheConvolution) {
+  auto recs = Analyze(R"(HloModule m
+ENTRY e {
+  x = f32[1,8,8,4]{3,2,1,0} parameter(0)
+  w = f32[3,3,4,16]{3,2,1,0} parameter(1)
+  conv = f32[1,8,8,16]{3,2,1,0} convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  fwd = (f32[1,8,8,16]{3,2,1,0}, u8[256]{0}) custom-call(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, custom_call_target="__cudnn$convForward"
+  dy = f32[1,8,8,16]{3,2,1,0} parameter(2)
+  bwd = (f32[1,8,8,4]{3,2,1,0}, u8[0]{0}) custom-call(dy, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01oi->b01f, custom_call_target="__cudnn$convBackwardInput"
+  ROOT t = (f32[1,8,8,16]{3,2,1,0}, f32[1,8,8,4]{3,2,1,0}) tuple(fwd, bwd)
+})");
+  // 2 x in_features x out_features x batch x valid (output, kernel) pairs: 8 x 3 - 2 per spatial dim.
+  const int64_t fwd_flops = 2LL * 4 * 16 * 1 * 22 * 22;
+  EXPECT_EQ(Find(recs, "instruction", "conv")["flops"], fwd_flops);
+  const Json& fwd = Find(recs, "instruction", "fwd");
+  EXPECT_EQ(fwd["flops"], fwd_flops);
+  EXPECT_EQ(fwd["cost_model"], "convolution");
+  // Output bytes: the result only, not the scratch buffer.
+  EXPECT_EQ(fwd["bytes_accessed"], 4 * (8 * 8 * 4 + 3 * 3 * 4 * 16 + 8 * 8 * 16));
+  // Backward input: operands (dy, w), result dx; the same rule with the custom-call's own labels.
+  EXPECT_EQ(Find(recs, "instruction", "bwd")["flops"], 2LL * 16 * 4 * 1 * 22 * 22);
+}
+
+TEST(HloCostXla, ScatterAndGatherBytesAsHloCostAnalysis) {
+  auto recs = Analyze(R"(HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  operand = f32[10,5]{1,0} parameter(0)
+  indices = s32[24,1]{1,0} parameter(1)
+  update = f32[24,2,3]{2,1,0} parameter(2)
+  sc = f32[10,5]{1,0} scatter(operand, indices, update), update_window_dims={1,2}, inserted_window_dims={}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+  gi = s32[5,1]{1,0} parameter(3)
+  ROOT ga = f32[5,5]{1,0} gather(sc, gi), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,5}
+})");
+  const Json& sc = Find(recs, "instruction", "sc");
+  EXPECT_EQ(sc["bytes_accessed"], 3 * (24 * 2 * 3 * 4) + 24 * 4);  // 3 x updates + indices
+  EXPECT_EQ(sc["flops"], 24 * 2 * 3);                               // updates x the add
+  EXPECT_EQ(Find(recs, "instruction", "ga")["bytes_accessed"], 2 * (5 * 5 * 4) + 5 * 4);  // 2 x output + indices
+}
+
+TEST(HloCostXla, WhileTripCountsKnownOrSaidToBeUnknown) {
+  auto recs = Analyze(R"(HloModule m
+body {
+  p = (s32[], f32[16]{0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  x = f32[16]{0} get-tuple-element(p), index=1
+  y = f32[16]{0} multiply(x, x)
+  ROOT t = (s32[], f32[16]{0}) tuple(j, y)
+}
+cond {
+  p = (s32[], f32[16]{0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(10)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  init = (s32[], f32[16]{0}) parameter(0)
+  known = (s32[], f32[16]{0}) while(init), condition=cond, body=body, backend_config={"known_trip_count":{"n":"10"},"known_init_step":{"init":"0","step":"1"}}
+  ROOT unknown = (s32[], f32[16]{0}) while(known), condition=cond, body=body
+})");
+  const Json& known = Find(recs, "instruction", "known");
+  // One iteration, as XLA: body (add 1 + multiply 16) + condition (compare 1).
+  EXPECT_EQ(known["flops"], 18);
+  EXPECT_EQ(known["trip_count"], 10);
+  EXPECT_EQ(known["flops_all_iterations"], 180);
+  EXPECT_EQ(Find(recs, "instruction", "unknown")["trip_count"], "unknown trip count");
+  EXPECT_EQ(Find(recs, "module")["while_loops_unknown_trip_count"], 1);
+}
+
+TEST(HloCostXla, UnmodelledCustomCallsAreListedByTarget) {
+  auto recs = Analyze(R"(HloModule m
+ENTRY e {
+  a = f32[4,4]{1,0} parameter(0)
+  lu = (f32[4,4]{1,0}, s32[4]{0}) custom-call(a), custom_call_target="lapack_sgetrf"
+  lu2 = (f32[4,4]{1,0}, s32[4]{0}) custom-call(a), custom_call_target="lapack_sgetrf"
+  ROOT tk = (f32[4,2]{1,0}, s32[4,2]{1,0}) custom-call(a), custom_call_target="TopK"
+})");
+  EXPECT_EQ(Find(recs, "module")["unmodelled_custom_calls"], (Json{{"TopK", 1}, {"lapack_sgetrf", 2}}));
+  const Json& lu = Find(recs, "instruction", "lu");
+  EXPECT_EQ(lu["cost_model"], "unmodelled");
+  EXPECT_EQ(lu["flops"], 0);
+}
+
+}  // namespace
+}  // namespace falcon::plugins
