@@ -54,11 +54,14 @@ std::string FormatLabelSelector(const runtime::LabelSelector& selector) {
 
 namespace {
 
-// The flags of the runner in the analysis container: everything but the store (it has no access to it)
-// and the inputs (the stager fetched them).
+// The flags of the runner in the analysis container: everything but the store (it has no access to it),
+// the inputs and the roots they are checked against (the stager fetched and checked them; the roots name
+// the store's location).
 bool AnalysisFlag(const std::string& arg) {
-  return !absl::StartsWith(arg, "--object-store=") && !absl::StartsWith(arg, "--input=") &&
-         arg != "--object-store" && arg != "--input";
+  for (const char* flag : {"--object-store", "--input", "--allowed-input-root"}) {
+    if (arg == flag || absl::StartsWith(arg, absl::StrCat(flag, "="))) return false;
+  }
+  return true;
 }
 
 }  // namespace

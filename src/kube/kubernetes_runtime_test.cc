@@ -76,6 +76,7 @@ TEST(PodManifestTest, OnlyStageAndUploadHoldTheStoreIdentity) {
   o.object_store_secret = "falcon-object-store";
   auto spec = Spec();
   spec.args.push_back("--input=gs://b/exps/e/x.pb");
+  spec.args.push_back("--allowed-input-root=gs://b/exps/");  // names the store: the stager's only
   spec.env = {{"FALCON_EXP_ID", "e"},
               {"STORAGE_EMULATOR_HOST", "http://gcs:4443"},
               {"GOOGLE_APPLICATION_CREDENTIALS", "/elsewhere/key.json"}};
@@ -114,6 +115,7 @@ TEST(PodManifestTest, OnlyStageAndUploadHoldTheStoreIdentity) {
     EXPECT_NE(d.find("object-store-credentials"), std::string::npos) << d;
   }
   EXPECT_NE(stage.dump().find("--input=gs://b/exps/e/x.pb"), std::string::npos);
+  EXPECT_NE(stage.dump().find("--allowed-input-root=gs://b/exps/"), std::string::npos);
   // The analysis container: none of it, and no volume but the emptyDirs.
   std::string a = analysis.dump();
   for (const char* leak : {"gs://b", "STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS", "key.json",
