@@ -1,5 +1,7 @@
 #include "api/validation.h"
 
+#include <array>
+
 #include <cctype>
 #include <cmath>
 #include <string>
@@ -209,16 +211,26 @@ absl::StatusOr<int64_t> ParseMemoryQuantity(absl::string_view q) {
   return Bounded(q, "memory", *v, kMaxMemoryBytes, "2^60 bytes (1 EiB)");
 }
 
+namespace {
+
+// The four quantities of a Resources message, in the order request/limit per kind (the checks below pair
+// items[i] with items[i + 1]).
+struct ResourceItem {
+  const char* name;
+  const std::string& value;
+  bool cpu;
+};
+std::array<ResourceItem, 4> ResourceItems(const v1::Resources& r) {
+  return {{{"cpu_request", r.cpu_request(), true},
+           {"cpu_limit", r.cpu_limit(), true},
+           {"memory_request", r.memory_request(), false},
+           {"memory_limit", r.memory_limit(), false}}};
+}
+
+}  // namespace
+
 absl::Status ValidateResources(const v1::Resources& r, absl::string_view field) {
-  struct Item {
-    const char* name;
-    const std::string& value;
-    bool cpu;
-  };
-  const Item items[] = {{"cpu_request", r.cpu_request(), true},
-                        {"cpu_limit", r.cpu_limit(), true},
-                        {"memory_request", r.memory_request(), false},
-                        {"memory_limit", r.memory_limit(), false}};
+  const auto items = ResourceItems(r);
   int64_t parsed[4] = {-1, -1, -1, -1};
   for (int i = 0; i < 4; ++i) {
     if (items[i].value.empty()) continue;
@@ -421,16 +433,8 @@ absl::StatusOr<ResourceMaximum> ParseResourceMaximum(absl::string_view cpu, absl
 }
 
 absl::Status ValidateResourceMaximum(const v1::Resources& r, const ResourceMaximum& max, absl::string_view field) {
-  struct Item {
-    const char* name;
-    const std::string& value;
-    bool cpu;
-  };
-  const Item items[] = {{"cpu_request", r.cpu_request(), true},
-                        {"cpu_limit", r.cpu_limit(), true},
-                        {"memory_request", r.memory_request(), false},
-                        {"memory_limit", r.memory_limit(), false}};
-  for (const Item& it : items) {
+  const auto items = ResourceItems(r);
+  for (const ResourceItem& it : items) {
     if (it.value.empty()) continue;
     auto v = it.cpu ? ParseCpuQuantity(it.value) : ParseMemoryQuantity(it.value);
     if (!v.ok()) continue;  // ValidateResources says what is wrong with it
