@@ -500,7 +500,11 @@ TEST_F(KubeTest, LeaseElectionTakeoverAndRelease) {
   ASSERT_TRUE(WaitFor([&] { return !a.IsLeader(); }, 5s));
   EXPECT_LE(std::chrono::steady_clock::now() - cut, 2s + 1s);
   ASSERT_TRUE(WaitFor([&] { return b.IsLeader(); }, 10s));
-  EXPECT_LE(std::chrono::steady_clock::now() - cut, 3s + 1500ms);
+  // The lease duration from B's last observation of a renewal (up to a retry period before the cut), then B's
+  // next jittered retry (<= 1.2 x 500 ms) and its two API calls: 4.5 s was exceeded by 14 ms on a loaded
+  // 2-core CI machine, so the slack is a second more. What matters is that it is bounded by the lease, not by
+  // the 10 s wait.
+  EXPECT_LE(std::chrono::steady_clock::now() - cut, 3s + 2500ms);
   EXPECT_EQ(a_stops, 1);
   EXPECT_GT(b_epoch, epoch_a);
 

@@ -13,12 +13,14 @@ int main(int argc, char** argv) {
       "input; memory grows with the number of events' spans (24 bytes each), not with the file size.";
   info.file_kinds = "*.trace.json, *.json and their .gz forms";
   info.filter = [](const std::string& name) { return HasSuffixMaybeGz(name, ".json"); };
-  TraceReader reader;
   return PluginMain(
       info,
       [&](const std::string& path, JsonlWriter& out) -> absl::Status {
         auto in = InputFile::Open(path);
         if (!in.ok()) return in.status();
+        // One reader per file: PluginMain analyses several files on worker threads at once, and a reader
+        // holds its parser's buffers.
+        TraceReader reader;
         TraceStats stats;
         absl::Status s = reader.Read(**in, [&](const RawEvent& e) { stats.Add(e); });
         if (!s.ok()) return s;  // partial figures of a broken file would mislead; the error record says why

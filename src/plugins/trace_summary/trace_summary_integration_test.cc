@@ -1,5 +1,6 @@
 // Runs the trace-summary binary on real Chrome traces (reference data and the JAX CPU profile of testdata).
 #include <cmath>
+#include <filesystem>
 #include <map>
 
 #include "plugins/common/plugin_test_util.h"
@@ -62,6 +63,32 @@ TEST(TraceSummaryBinary, TruncatedTraceGivesErrorRecordWithOffset) {
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_TRUE(errors[0].contains("offset"));
   EXPECT_EQ(RunProcess({PluginPath("trace-summary"), "--input", bad, "--input", ReferenceData("trace"), "--output", out}), 0);
+}
+
+// Several files at once are analysed on worker threads; each must get a reader of its own (a shared one gave
+// "malformed trace JSON" at random offsets when two files were parsed at the same time).
+TEST(TraceSummaryBinary, ManyFilesOnManyThreadsGiveTheOneThreadFigures) {
+  TempDir tmp;
+  std::string dir = tmp.path() + "/in";
+  std::filesystem::create_directories(dir);
+  const std::string gz = ReferenceData("trace") + "/tracelens__h100__gaunernst_bert-small-uncased__1016001.json.gz";
+  for (int i = 0; i < 12; ++i) {
+    std::filesystem::copy_file(gz, dir + "/t" + std::to_string(i) + ".json.gz");
+  }
+  std::string one = tmp.path() + "/one.jsonl", many = tmp.path() + "/many.jsonl";
+  ASSERT_EQ(RunProcess({PluginPath("trace-summary"), "--input", gz, "--output", one}), 0);
+  ASSERT_EQ(RunProcess({PluginPath("trace-summary"), "--input", dir, "--output", many}, {"FALCON_PLUGIN_THREADS=4"}),
+            0);
+  auto recs = ReadJsonl(many);
+  EXPECT_TRUE(OfType(recs, "error").empty()) << OfType(recs, "error")[0].dump();
+  auto traces = OfType(recs, "trace");
+  ASSERT_EQ(traces.size(), 12u);
+  auto single = OfType(ReadJsonl(one), "trace");
+  ASSERT_EQ(single.size(), 1u);
+  for (const auto& t : traces) {
+    EXPECT_EQ(t["events"], single[0]["events"]);
+    EXPECT_EQ(t["events_by_phase"], single[0]["events_by_phase"]);
+  }
 }
 
 }  // namespace
