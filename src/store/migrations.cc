@@ -108,6 +108,26 @@ const std::vector<Migration>& Migrations() {
   epoch BIGINT NOT NULL
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin)",
        }},
+      {2,
+       "leader epochs issued by the database (AcquireLeaderEpoch); the old fencing table, whose highest "
+       "epoch any caller could raise, is dropped",
+       {
+           R"(CREATE TABLE IF NOT EXISTS leader_epochs (
+  lease TEXT NOT NULL PRIMARY KEY,
+  epoch INTEGER NOT NULL,
+  holder TEXT NOT NULL,
+  issued_at INTEGER NOT NULL))",
+           "DROP TABLE IF EXISTS fencing",
+       },
+       {
+           R"(CREATE TABLE IF NOT EXISTS leader_epochs (
+  lease VARCHAR(128) NOT NULL PRIMARY KEY,
+  epoch BIGINT NOT NULL,
+  holder VARCHAR(255) NOT NULL,
+  issued_at BIGINT NOT NULL
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin)",
+           "DROP TABLE IF EXISTS fencing",
+       }},
   };
   return *kMigrations;
 }

@@ -3,6 +3,7 @@
 #include "store/sql_store.h"
 
 #include "falcon/api/v1/status_words.h"
+#include "common/rfc3339.h"
 
 #include <algorithm>
 #include <map>
@@ -642,29 +643,54 @@ class SqlStore : public Store {
 
   // --- Fencing ---
 
-  absl::Status CheckFencingEpoch(const std::string& lease, int64_t epoch) override {
+  absl::StatusOr<LeaderEpoch> AcquireLeaderEpoch(const std::string& lease, const std::string& holder,
+                                                 Time now) override {
     if (auto s = CheckId("lease", lease); !s.ok()) return s;
-    const std::string insert =
+    if (holder.empty()) return absl::InvalidArgumentError("holder identity must not be empty");
+    if (holder.size() > kMaxLeaderHolderBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("holder identity is ", holder.size(), " bytes; at most ",
+                                                     kMaxLeaderHolderBytes, " are allowed"));
+    }
+    // One statement creates the counter at 1 or increments it; the row stays locked (MariaDB: the
+    // upsert's row lock; SQLite: BEGIN IMMEDIATE) until the commit, so the read below sees our own value.
+    const std::string upsert =
         dialect_ == Dialect::kMysql
-            ? "INSERT INTO fencing (lease, epoch) VALUES (?, ?) ON DUPLICATE KEY UPDATE lease = lease"
-            : "INSERT INTO fencing (lease, epoch) VALUES (?, ?) ON CONFLICT (lease) DO NOTHING";
-    return RunTx([&](SqlConn& c) -> absl::Status {
-      if (auto s = c.Exec(insert, {lease, epoch}); !s.ok()) return s;
-      auto rows = c.Query(absl::StrCat("SELECT epoch FROM fencing WHERE lease = ?", for_update_),
-                          {lease});
-      if (!rows.ok()) return rows.status();
-      if (rows->empty()) return absl::InternalError("fencing row vanished inside its transaction");
-      const int64_t highest = Int((*rows)[0][0]);
-      if (epoch < highest) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "stale leader epoch ", epoch, " < ", highest, " for lease ", lease,
-            "; a newer leader has taken over"));
-      }
-      if (epoch > highest) {
-        return c.Exec("UPDATE fencing SET epoch = ? WHERE lease = ?", {epoch, lease});
-      }
-      return absl::OkStatus();
+            ? "INSERT INTO leader_epochs (lease, epoch, holder, issued_at) VALUES (?, 1, ?, ?) "
+              "ON DUPLICATE KEY UPDATE epoch = epoch + 1, holder = VALUES(holder), issued_at = VALUES(issued_at)"
+            : "INSERT INTO leader_epochs (lease, epoch, holder, issued_at) VALUES (?, 1, ?, ?) "
+              "ON CONFLICT (lease) DO UPDATE SET epoch = epoch + 1, holder = excluded.holder, "
+              "issued_at = excluded.issued_at";
+    return RunTx<LeaderEpoch>([&](SqlConn& c) -> absl::StatusOr<LeaderEpoch> {
+      if (auto s = c.Exec(upsert, {lease, holder, ToMicros(now)}); !s.ok()) return s;
+      auto got = ReadLeaderEpoch(c, lease);
+      if (got.ok() || !absl::IsNotFound(got.status())) return got;
+      return absl::InternalError("leader epoch row vanished inside its transaction");
     });
+  }
+
+  absl::StatusOr<LeaderEpoch> GetLeaderEpoch(const std::string& lease) override {
+    if (auto s = CheckId("lease", lease); !s.ok()) return s;
+    return Run<LeaderEpoch>([&](SqlConn& c) { return ReadLeaderEpoch(c, lease); });
+  }
+
+  absl::Status CheckFencingEpoch(const std::string& lease, int64_t epoch) override {
+    auto latest = GetLeaderEpoch(lease);
+    if (!latest.ok()) {
+      if (!absl::IsNotFound(latest.status())) return latest.status();
+      return absl::PermissionDeniedError(absl::StrCat(
+          "lease ", lease, ": leader epoch ", epoch,
+          " was never issued (no epoch has been issued for this lease; a leader gets one from "
+          "AcquireLeaderEpoch)"));
+    }
+    if (epoch == latest->epoch) return absl::OkStatus();
+    if (epoch > latest->epoch || epoch <= 0) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "lease ", lease, ": leader epoch ", epoch, " was never issued (the latest issued is ",
+          latest->epoch, "); epochs come from AcquireLeaderEpoch only"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "superseded: leader epoch ", latest->epoch, " of lease ", lease, " was issued to ", latest->holder,
+        " at ", FormatRfc3339(latest->issued_at), "; yours is ", epoch));
   }
 
   absl::StatusOr<std::string> ExplainAwaitingQuery() override {
@@ -777,6 +803,18 @@ class SqlStore : public Store {
              return true;
            })
         .status();
+  }
+  static absl::StatusOr<LeaderEpoch> ReadLeaderEpoch(SqlConn& c, const std::string& lease) {
+    auto rows = c.Query("SELECT epoch, holder, issued_at FROM leader_epochs WHERE lease = ?", {lease});
+    if (!rows.ok()) return rows.status();
+    if (rows->empty()) return absl::NotFoundError(absl::StrCat("no leader epoch was issued for lease ", lease));
+    const SqlRow& r = (*rows)[0];
+    LeaderEpoch out;
+    out.lease = lease;
+    out.epoch = Int(r[0]);
+    out.holder = Str(r[1]);
+    out.issued_at = Time(std::chrono::microseconds(Int(r[2])));
+    return out;
   }
   // Runs `fn` inside a write transaction; commits on success, rolls back otherwise.
   template <typename T, typename F>

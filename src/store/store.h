@@ -54,6 +54,16 @@ struct ExpPage {
   std::string next_page_token;
 };
 
+// One issued leader epoch (the fencing token of a lease): the latest one is the only one accepted.
+struct LeaderEpoch {
+  std::string lease;
+  int64_t epoch = 0;
+  std::string holder;  // the identity it was issued to
+  Time issued_at;
+};
+
+inline constexpr size_t kMaxLeaderHolderBytes = 255;
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -98,9 +108,19 @@ class Store {
   // Every PENDING or RUNNING record, oldest first.
   virtual absl::StatusOr<std::vector<AnalysisRecord>> ListNonTerminalAnalyses() = 0;
 
-  // --- Fencing ---
-  // Atomically: if epoch >= the highest epoch recorded for `lease`, records it and returns OK; otherwise
-  // FAILED_PRECONDITION ("stale leader epoch N < M"). Used to refuse writes from a deposed controller.
+  // --- Fencing (docs/store.md "Leader epochs") ---
+  // Issues the next leader epoch of `lease` to `holder`: one statement increments the lease's counter
+  // (UPDATE ... SET epoch = epoch + 1; 1 for a lease never acquired) and records the holder and `now`, in
+  // one transaction, so two acquisitions never get the same epoch and the later one wins. Returns what
+  // was issued. INVALID_ARGUMENT for an empty or oversize lease or holder.
+  virtual absl::StatusOr<LeaderEpoch> AcquireLeaderEpoch(const std::string& lease, const std::string& holder,
+                                                         Time now) = 0;
+  // The latest epoch issued for `lease`; NOT_FOUND when none ever was.
+  virtual absl::StatusOr<LeaderEpoch> GetLeaderEpoch(const std::string& lease) = 0;
+  // OK only for the latest epoch issued for `lease`. Reads only: nothing a caller sends moves what is stored.
+  //  - an older epoch: FAILED_PRECONDITION "superseded: leader epoch N was issued to H at T; yours is M";
+  //  - an epoch never issued (above the latest, not positive, or none issued for the lease at all):
+  //    PERMISSION_DENIED "... epoch M was never issued ...".
   virtual absl::Status CheckFencingEpoch(const std::string& lease, int64_t epoch) = 0;
 
   // Human-readable query plan of the ListExpsAwaitingAnalysis query (EXPLAIN), for docs and tests.

@@ -690,29 +690,87 @@ STORE_TEST(AwaitingQueryUsesItsIndex) {
   std::cout << "plan on " << FALCON_STORE_BACKEND << ":\n" << *plan << std::endl;
 }
 
-STORE_TEST(FencingEpochs) {
-  EXPECT_TRUE(store_->CheckFencingEpoch("analyzer-controller", 5).ok());
-  EXPECT_TRUE(store_->CheckFencingEpoch("analyzer-controller", 5).ok());
-  absl::Status stale = store_->CheckFencingEpoch("analyzer-controller", 4);
-  EXPECT_EQ(stale.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_THAT(std::string(stale.message()), HasSubstr("stale leader epoch 4 < 5"));
-  EXPECT_TRUE(store_->CheckFencingEpoch("analyzer-controller", 7).ok());
-  EXPECT_EQ(store_->CheckFencingEpoch("analyzer-controller", 6).code(),
-            absl::StatusCode::kFailedPrecondition);
-  EXPECT_TRUE(store_->CheckFencingEpoch("other-lease", 1).ok()) << "leases are independent";
+STORE_TEST(LeaderEpochsAreIssuedByTheDatabase) {
+  const Time t0 = Time(std::chrono::seconds(1'700'000'000));
+  // Nothing issued yet: every epoch is refused as never issued, and checking stores nothing.
+  absl::Status none = store_->CheckFencingEpoch("analyzer-controller", 1);
+  EXPECT_EQ(none.code(), absl::StatusCode::kPermissionDenied) << none;
+  EXPECT_THAT(std::string(none.message()), HasSubstr("never issued"));
+  EXPECT_EQ(store_->GetLeaderEpoch("analyzer-controller").status().code(), absl::StatusCode::kNotFound);
 
-  // Concurrent leaders: whatever the interleaving, the highest epoch ends up recorded and an older one
-  // is refused afterwards.
+  auto first = store_->AcquireLeaderEpoch("analyzer-controller", "replica-a", t0);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->epoch, 1);
+  EXPECT_EQ(first->holder, "replica-a");
+  EXPECT_EQ(first->issued_at, t0);
+  EXPECT_TRUE(store_->CheckFencingEpoch("analyzer-controller", 1).ok());
+  EXPECT_TRUE(store_->CheckFencingEpoch("analyzer-controller", 1).ok()) << "the current epoch, again";
+
+  // A caller's huge epoch is refused and moves nothing: the issued one still works.
+  absl::Status huge = store_->CheckFencingEpoch("analyzer-controller", int64_t{1} << 60);
+  EXPECT_EQ(huge.code(), absl::StatusCode::kPermissionDenied) << huge;
+  EXPECT_THAT(std::string(huge.message()), HasSubstr("was never issued"));
+  EXPECT_THAT(std::string(huge.message()), HasSubstr("latest issued is 1"));
+  EXPECT_TRUE(store_->CheckFencingEpoch("analyzer-controller", 1).ok());
+  EXPECT_EQ(store_->CheckFencingEpoch("analyzer-controller", 2).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(store_->CheckFencingEpoch("analyzer-controller", 0).code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(store_->CheckFencingEpoch("analyzer-controller", -3).code(), absl::StatusCode::kPermissionDenied);
+
+  // A new leader: the old epoch is superseded, with who holds the new one and since when.
+  auto second = store_->AcquireLeaderEpoch("analyzer-controller", "replica-b", t0 + std::chrono::seconds(5));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->epoch, 2);
+  absl::Status old = store_->CheckFencingEpoch("analyzer-controller", 1);
+  EXPECT_EQ(old.code(), absl::StatusCode::kFailedPrecondition) << old;
+  EXPECT_THAT(std::string(old.message()),
+              HasSubstr("superseded: leader epoch 2 of lease analyzer-controller was issued to replica-b at "
+                        "2023-11-14T22:13:25"));
+  EXPECT_THAT(std::string(old.message()), HasSubstr("yours is 1"));
+  EXPECT_TRUE(store_->CheckFencingEpoch("analyzer-controller", 2).ok());
+  auto latest = store_->GetLeaderEpoch("analyzer-controller");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(latest->epoch, 2);
+  EXPECT_EQ(latest->holder, "replica-b");
+
+  // Leases are independent.
+  auto other = store_->AcquireLeaderEpoch("other-lease", "replica-a", t0);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->epoch, 1);
+  EXPECT_TRUE(store_->CheckFencingEpoch("analyzer-controller", 2).ok());
+
+  // Bad input names what to fix.
+  EXPECT_EQ(store_->AcquireLeaderEpoch("", "x", t0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->AcquireLeaderEpoch("l", "", t0).status().code(), absl::StatusCode::kInvalidArgument);
+  auto long_holder = store_->AcquireLeaderEpoch("l", std::string(kMaxLeaderHolderBytes + 1, 'h'), t0);
+  EXPECT_EQ(long_holder.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(long_holder.status().message()), HasSubstr("at most 255"));
+}
+
+STORE_TEST(ConcurrentLeaderEpochAcquisitionsAreDistinct) {
+  constexpr int kThreads = 20;
+  std::vector<int64_t> got(kThreads, 0);
   std::vector<std::thread> threads;
-  for (int i = 10; i < 30; ++i) {
+  for (int i = 0; i < kThreads; ++i) {
     threads.emplace_back([&, i] {
-      absl::Status s = store_->CheckFencingEpoch("race", i);
-      EXPECT_TRUE(s.ok() || s.code() == absl::StatusCode::kFailedPrecondition) << s;
+      auto e = store_->AcquireLeaderEpoch("race", "replica-" + std::to_string(i), Time(std::chrono::seconds(i)));
+      EXPECT_TRUE(e.ok()) << e.status();
+      if (e.ok()) got[i] = e->epoch;
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_TRUE(store_->CheckFencingEpoch("race", 29).ok());
-  EXPECT_EQ(store_->CheckFencingEpoch("race", 28).code(), absl::StatusCode::kFailedPrecondition);
+  std::vector<int64_t> sorted = got;
+  std::sort(sorted.begin(), sorted.end());
+  for (int i = 0; i < kThreads; ++i) EXPECT_EQ(sorted[i], i + 1) << "every acquisition got its own epoch";
+  // Exactly the last one issued is accepted, and it names its holder.
+  auto latest = store_->GetLeaderEpoch("race");
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(latest->epoch, kThreads);
+  const int winner = static_cast<int>(std::find(got.begin(), got.end(), kThreads) - got.begin());
+  EXPECT_EQ(latest->holder, "replica-" + std::to_string(winner));
+  EXPECT_TRUE(store_->CheckFencingEpoch("race", kThreads).ok());
+  for (int64_t e = 1; e < kThreads; ++e) {
+    EXPECT_EQ(store_->CheckFencingEpoch("race", e).code(), absl::StatusCode::kFailedPrecondition) << e;
+  }
 }
 
 STORE_TEST(ReopenKeepsDataAndDoesNotReapplyMigrations) {
