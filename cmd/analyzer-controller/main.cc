@@ -326,6 +326,7 @@ int main(int argc, char** argv) {
   cfg.delete_grace_seconds = f.delete_grace;
   cfg.finished_pod_retention = std::chrono::seconds(f.finished_pod_retention);
   cfg.log_upload_interval_seconds = f.log_upload_interval;
+  cfg.identity = f.identity;
   {
     std::vector<std::string> parts;
     std::stringstream ss(f.default_resources);

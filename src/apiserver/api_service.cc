@@ -138,4 +138,14 @@ grpc::Status FalconApiService::GetExp(grpc::ServerContext* ctx, const api::v1::G
   });
 }
 
+grpc::Status FalconApiService::AcquireLeaderEpoch(grpc::ServerContext* ctx,
+                                                  const api::v1::AcquireLeaderEpochRequest* req,
+                                                  api::v1::AcquireLeaderEpochResponse* resp) {
+  return Serve("AcquireLeaderEpoch", [&]() -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(RequestContext rc, Context(ctx, /*mutating=*/false));
+    FALCON_ASSIGN_OR_RETURN(*resp, service_.AcquireLeaderEpoch(rc, *req));
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace falcon::apiserver

@@ -4,8 +4,8 @@
 //
 // What this adapter adds:
 //   - the caller's lease epoch, from the metadata key "x-falcon-lease-epoch", into RequestContext (the service
-//     fences mutating calls by it; a non-numeric value is INVALID_ARGUMENT; calls without the key are not
-//     fenced);
+//     fences mutating calls by it: only the latest epoch AcquireLeaderEpoch issued is accepted, and a
+//     mutating call without the key is refused; a non-numeric value is INVALID_ARGUMENT);
 //   - per-method request counters and latency in Metrics, and a log line for INTERNAL/UNKNOWN answers;
 //   - exceptions from libraries become INTERNAL.
 // Thread-safe: gRPC calls the methods concurrently; all state is in the Store.
@@ -25,8 +25,6 @@
 #include "store/store.h"
 
 namespace falcon::apiserver {
-
-inline constexpr char kLeaseEpochMetadataKey[] = "x-falcon-lease-epoch";
 
 class FalconApiService final : public api::v1::FalconAPIService::Service {
  public:
@@ -59,6 +57,8 @@ class FalconApiService final : public api::v1::FalconAPIService::Service {
                                    api::v1::ListRunningAnalysesResponse* resp) override;
   grpc::Status GetExp(grpc::ServerContext* ctx, const api::v1::GetExpRequest* req,
                       api::v1::GetExpResponse* resp) override;
+  grpc::Status AcquireLeaderEpoch(grpc::ServerContext* ctx, const api::v1::AcquireLeaderEpochRequest* req,
+                                  api::v1::AcquireLeaderEpochResponse* resp) override;
 
  private:
   // The RequestContext of a call: for a mutating call its lease epoch, if any (INVALID_ARGUMENT for a

@@ -7,6 +7,8 @@
 
 #include <atomic>
 #include <filesystem>
+#include <limits>
+#include <set>
 #include <thread>
 
 #include "falcon/api/v1/api.grpc.pb.h"
@@ -36,6 +38,30 @@ class ApiserverGrpcTest : public ::testing::Test {
     stub_ = FalconAPIService::NewStub(
         grpc::CreateChannel("127.0.0.1:" + std::to_string(port_), grpc::InsecureChannelCredentials()));
     AddExp("e1", EXP_STATUS_COMPLETED);
+    // As the controller does on becoming leader: every mutating call below carries this epoch.
+    auto e = Acquire("replica-a");
+    ASSERT_TRUE(e.ok()) << e.status();
+    epoch_ = std::to_string(*e);
+  }
+
+  // AcquireLeaderEpoch over gRPC.
+  absl::StatusOr<int64_t> Acquire(const std::string& holder, const std::string& lease = kControllerLeaseName) {
+    grpc::ClientContext ctx;
+    AcquireLeaderEpochRequest req;
+    req.set_lease_name(lease);
+    req.set_holder_identity(holder);
+    AcquireLeaderEpochResponse resp;
+    grpc::Status s = stub_->AcquireLeaderEpoch(&ctx, req, &resp);
+    if (!s.ok()) return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
+    return resp.epoch();
+  }
+
+  // The epoch header of a mutating call: kCurrent = the fixture's acquired epoch, kNone = no header.
+  static constexpr const char* kCurrent = "";
+  static constexpr const char* kNone = "none";
+  void AddEpoch(grpc::ClientContext& ctx, const std::string& epoch) {
+    if (epoch == kNone) return;
+    ctx.AddMetadata(kLeaseEpochMetadataKey, epoch.empty() ? epoch_ : epoch);
   }
 
   void TearDown() override {
@@ -66,7 +92,7 @@ class ApiserverGrpcTest : public ::testing::Test {
   grpc::Status Create(const AnalysisRecord& r, CreateAnalysisRecordResponse* resp,
                       const std::string& epoch = "") {
     grpc::ClientContext ctx;
-    if (!epoch.empty()) ctx.AddMetadata(kLeaseEpochMetadataKey, epoch);
+    AddEpoch(ctx, epoch);
     CreateAnalysisRecordRequest req;
     *req.mutable_record() = r;
     return stub_->CreateAnalysisRecord(&ctx, req, resp);
@@ -82,7 +108,7 @@ class ApiserverGrpcTest : public ::testing::Test {
   grpc::Status Update(const std::string& id, AnalysisRecord r, std::vector<std::string> paths,
                       AnalysisRecord* out = nullptr, const std::string& epoch = "") {
     grpc::ClientContext ctx;
-    if (!epoch.empty()) ctx.AddMetadata(kLeaseEpochMetadataKey, epoch);
+    AddEpoch(ctx, epoch);
     UpdateAnalysisRecordRequest req;
     req.set_analysis_id(id);
     *req.mutable_record() = std::move(r);
@@ -116,6 +142,7 @@ class ApiserverGrpcTest : public ::testing::Test {
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
   std::unique_ptr<FalconAPIService::Stub> stub_;
+  std::string epoch_;
 };
 
 TEST_F(ApiserverGrpcTest, CreateSetsServerFieldsAndGetReturnsTheRecord) {
@@ -144,6 +171,7 @@ TEST_F(ApiserverGrpcTest, CreateSetsServerFieldsAndGetReturnsTheRecord) {
 TEST_F(ApiserverGrpcTest, CreateValidatesRequiredFields) {
   CreateAnalysisRecordResponse resp;
   grpc::ClientContext ctx;
+  AddEpoch(ctx, kCurrent);
   EXPECT_EQ(stub_->CreateAnalysisRecord(&ctx, CreateAnalysisRecordRequest(), &resp).error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);
 
@@ -242,6 +270,7 @@ TEST_F(ApiserverGrpcTest, UnknownIdsAreNotFound) {
   EXPECT_EQ(SetStatus(id, ANALYSIS_STATUS_RUNNING).error_code(), grpc::StatusCode::NOT_FOUND);
   {
     grpc::ClientContext ctx;
+    AddEpoch(ctx, kCurrent);
     DeleteAnalysisRecordRequest req;
     req.set_analysis_id(id);
     DeleteAnalysisRecordResponse resp;
@@ -351,30 +380,115 @@ TEST_F(ApiserverGrpcTest, ConcurrentUpdatesRacingACancelNeverLoseTheTerminalStat
   }
 }
 
-TEST_F(ApiserverGrpcTest, FencingRefusesAnOlderEpoch) {
-  std::string id = MustCreate();
-  ASSERT_TRUE(SetStatus(id, ANALYSIS_STATUS_RUNNING, "5").ok());
-  auto s = SetStatus(id, ANALYSIS_STATUS_FAILED, "4");
-  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
-  EXPECT_EQ(Get(id).status(), ANALYSIS_STATUS_RUNNING) << "the deposed leader's write did not land";
+grpc::Status DeleteWith(FalconAPIService::Stub& stub, const std::string& id, const std::string& epoch) {
+  grpc::ClientContext ctx;
+  if (epoch != "none") ctx.AddMetadata(kLeaseEpochMetadataKey, epoch);
+  DeleteAnalysisRecordRequest req;
+  req.set_analysis_id(id);
+  DeleteAnalysisRecordResponse resp;
+  return stub.DeleteAnalysisRecord(&ctx, req, &resp);
+}
 
+TEST_F(ApiserverGrpcTest, FencingAcceptsOnlyTheLatestIssuedEpoch) {
+  const int64_t first = std::stoll(epoch_);
+  std::string id = MustCreate();
+  ASSERT_TRUE(SetStatus(id, ANALYSIS_STATUS_RUNNING).ok());
+
+  // A new leader acquires: the old leader's writes are superseded and change nothing.
+  auto second = Acquire("replica-b");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(*second, first + 1);
+  auto s = SetStatus(id, ANALYSIS_STATUS_FAILED, std::to_string(first));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  EXPECT_NE(s.error_message().find("superseded: leader epoch " + std::to_string(*second)), std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("issued to replica-b"), std::string::npos) << s.error_message();
+  EXPECT_NE(s.error_message().find("yours is " + std::to_string(first)), std::string::npos) << s.error_message();
+  EXPECT_EQ(Get(id).status(), ANALYSIS_STATUS_RUNNING) << "the deposed leader's write did not land";
   CreateAnalysisRecordResponse resp;
-  EXPECT_EQ(Create(Online(), &resp, "3").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  EXPECT_TRUE(Create(Online(), &resp, "5").ok()) << "the same epoch is still the leader";
-  EXPECT_TRUE(Create(Online(), &resp, "6").ok()) << "a newer leader";
-  EXPECT_EQ(Create(Online(), &resp, "5").error_code(), grpc::StatusCode::FAILED_PRECONDITION);
-  {
-    grpc::ClientContext ctx;
-    ctx.AddMetadata(kLeaseEpochMetadataKey, "2");
-    DeleteAnalysisRecordRequest req;
-    req.set_analysis_id(id);
-    DeleteAnalysisRecordResponse dresp;
-    EXPECT_EQ(stub_->DeleteAnalysisRecord(&ctx, req, &dresp).error_code(),
-              grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(Create(Online(), &resp, std::to_string(first)).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(DeleteWith(*stub_, id, std::to_string(first)).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  // The new leader works.
+  epoch_ = std::to_string(*second);
+  EXPECT_TRUE(Create(Online(), &resp).ok());
+  EXPECT_TRUE(SetStatus(id, ANALYSIS_STATUS_SUCCEEDED).ok());
+  EXPECT_EQ(SetStatus(id, ANALYSIS_STATUS_FAILED, "seven").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_GE(metrics_.GrpcCount("UpdateAnalysisRecord", "FAILED_PRECONDITION"), 1u);
+}
+
+TEST_F(ApiserverGrpcTest, AHugeEpochFromACallerIsRefusedAndTheLeaderKeepsWorking) {
+  std::string id = MustCreate();
+  const std::string huge = std::to_string(std::numeric_limits<int64_t>::max());
+  for (const std::string& forged : {huge, std::to_string(std::stoll(epoch_) + 1), std::string("0")}) {
+    auto s = SetStatus(id, ANALYSIS_STATUS_CANCELLED, forged);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED) << forged << ": " << s.error_message();
+    EXPECT_NE(s.error_message().find("was never issued"), std::string::npos) << s.error_message();
+    CreateAnalysisRecordResponse resp;
+    EXPECT_EQ(Create(Online(), &resp, forged).error_code(), grpc::StatusCode::PERMISSION_DENIED) << forged;
+    EXPECT_EQ(DeleteWith(*stub_, id, forged).error_code(), grpc::StatusCode::PERMISSION_DENIED) << forged;
   }
-  EXPECT_EQ(SetStatus(id, ANALYSIS_STATUS_FAILED, "seven").error_code(),
-            grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_TRUE(SetStatus(id, ANALYSIS_STATUS_SUCCEEDED).ok()) << "calls without the header are not fenced";
+  EXPECT_EQ(Get(id).status(), ANALYSIS_STATUS_PENDING) << "no forged write landed";
+  // Nothing a caller sent moved the stored epoch: the real controller's epoch still works.
+  EXPECT_TRUE(SetStatus(id, ANALYSIS_STATUS_RUNNING).ok());
+  auto latest = store_->GetLeaderEpoch(kControllerLeaseName);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_EQ(std::to_string(latest->epoch), epoch_);
+  EXPECT_EQ(latest->holder, "replica-a");
+}
+
+TEST_F(ApiserverGrpcTest, MutatingCallsWithoutAnEpochAreRefused) {
+  std::string id = MustCreate();
+  auto s = SetStatus(id, ANALYSIS_STATUS_CANCELLED, kNone);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_NE(s.error_message().find("x-falcon-lease-epoch is required"), std::string::npos) << s.error_message();
+  CreateAnalysisRecordResponse resp;
+  s = Create(Online(), &resp, kNone);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(s.error_message().find("is required"), std::string::npos) << s.error_message();
+  EXPECT_EQ(DeleteWith(*stub_, id, "none").error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Get(id).status(), ANALYSIS_STATUS_PENDING);
+  // Reads need no epoch.
+  grpc::ClientContext ctx;
+  ListRunningAnalysesResponse running;
+  EXPECT_TRUE(stub_->ListRunningAnalyses(&ctx, ListRunningAnalysesRequest(), &running).ok());
+}
+
+TEST_F(ApiserverGrpcTest, AcquireLeaderEpochChecksItsRequest) {
+  auto s = Acquire("replica-a", "some-other-lease");
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(s.status().message()).find("analyzer-controller"), std::string::npos) << s.status();
+  EXPECT_EQ(Acquire("replica-a", "").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Acquire("").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Acquire(std::string(300, 'x')).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(SetStatus(MustCreate(), ANALYSIS_STATUS_RUNNING).ok()) << "refused acquisitions issued nothing";
+}
+
+TEST_F(ApiserverGrpcTest, ConcurrentAcquisitionsGetDistinctEpochsAndOnlyTheLastWrites) {
+  std::string id = MustCreate();
+  constexpr int kReplicas = 8;
+  std::vector<int64_t> got(kReplicas, 0);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kReplicas; ++i) {
+    threads.emplace_back([&, i] {
+      auto e = Acquire("replica-" + std::to_string(i));
+      EXPECT_TRUE(e.ok()) << e.status();
+      got[i] = e.value_or(0);
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<int64_t> distinct(got.begin(), got.end());
+  EXPECT_EQ(distinct.size(), static_cast<size_t>(kReplicas)) << "every acquisition got its own epoch";
+  const int64_t last = *distinct.rbegin();
+  EXPECT_EQ(last, std::stoll(epoch_) + kReplicas);
+  for (int64_t e : got) {
+    auto s = SetStatus(id, ANALYSIS_STATUS_RUNNING, std::to_string(e));
+    if (e == last) {
+      EXPECT_TRUE(s.ok()) << s.error_message();
+    } else {
+      EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << e << ": " << s.error_message();
+    }
+  }
 }
 
 TEST_F(ApiserverGrpcTest, ListsFilterAndPage) {

@@ -9,7 +9,8 @@
 //     that need no controller (the Exp exists, the request is valid, the id is fixed before forwarding so a
 //     retry creates one analysis); read from the Store; results listed and read from the ObjectStore.
 //   - Analysis records (the controller's own calls over gRPC): created, updated, deleted with fencing by the
-//     caller's lease epoch (RequestContext::lease_epoch -> Store::CheckFencingEpoch).
+//     caller's lease epoch (RequestContext::lease_epoch -> Store::CheckFencingEpoch): only the latest epoch
+//     the database issued (AcquireLeaderEpoch) is accepted, and a mutating call without one is refused.
 //
 // Every method takes a RequestContext: who is calling. Access control will fill in `caller` and decide
 // here, for both transports at once.
@@ -35,8 +36,11 @@
 
 namespace falcon::apiserver {
 
-// The Lease whose epoch fences the controller's record writes.
+// The lease whose epoch fences the controller's record writes: AcquireLeaderEpoch issues epochs of this
+// lease only, and every mutating record call must carry the latest one.
 inline constexpr char kControllerLeaseName[] = "analyzer-controller";
+// The gRPC metadata key of the caller's lease epoch (decimal).
+inline constexpr char kLeaseEpochMetadataKey[] = "x-falcon-lease-epoch";
 
 // Who is calling. Empty until access control exists; it will be filled by each transport's adapter (from a
 // token, a client certificate, ...) and checked by the service.
@@ -44,7 +48,8 @@ struct Caller {};
 
 struct RequestContext {
   Caller caller;
-  // The analyzer controller's lease epoch, when the caller sent one: mutating record calls are fenced by it.
+  // The analyzer controller's lease epoch, when the caller sent one: mutating record calls need it and are
+  // fenced by it.
   std::optional<int64_t> lease_epoch;
 };
 
@@ -159,6 +164,10 @@ class ApiService {
                                                                const std::vector<std::string>& paths);
   absl::Status DeleteAnalysisRecord(const RequestContext& ctx, const std::string& id);
   absl::StatusOr<api::v1::ListRunningAnalysesResponse> ListRunningAnalyses(const RequestContext& ctx);
+  // Issues the next epoch of kControllerLeaseName to req.holder_identity (Store::AcquireLeaderEpoch).
+  // INVALID_ARGUMENT for another lease name or an empty holder.
+  absl::StatusOr<api::v1::AcquireLeaderEpochResponse> AcquireLeaderEpoch(
+      const RequestContext& ctx, const api::v1::AcquireLeaderEpochRequest& req);
 
  private:
   absl::Status CheckFencing(const RequestContext& ctx);

@@ -6,7 +6,9 @@
 #include "apiserver/service.h"
 #include "common/ids.h"
 #include "common/status.h"
+#include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
+#include "spdlog/spdlog.h"
 
 namespace falcon::apiserver {
 namespace {
@@ -24,8 +26,34 @@ absl::Status RequireId(const std::string& value, const char* field) {
 }  // namespace
 
 absl::Status ApiService::CheckFencing(const RequestContext& ctx) {
-  if (!ctx.lease_epoch) return absl::OkStatus();
-  return store_.CheckFencingEpoch(kControllerLeaseName, *ctx.lease_epoch);
+  if (!ctx.lease_epoch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "metadata ", kLeaseEpochMetadataKey, " is required on a mutating record call: the leader's epoch of lease ",
+        kControllerLeaseName, " as AcquireLeaderEpoch issued it"));
+  }
+  absl::Status s = store_.CheckFencingEpoch(kControllerLeaseName, *ctx.lease_epoch);
+  if (absl::IsPermissionDenied(s)) spdlog::warn("fencing: refused a record write: {}", std::string(s.message()));
+  return s;
+}
+
+absl::StatusOr<api::v1::AcquireLeaderEpochResponse> ApiService::AcquireLeaderEpoch(
+    const RequestContext&, const api::v1::AcquireLeaderEpochRequest& req) {
+  if (req.lease_name().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("lease_name is required (this server fences lease \"",
+                                                   kControllerLeaseName, "\")"));
+  }
+  if (req.lease_name() != kControllerLeaseName) {
+    return absl::InvalidArgumentError(absl::StrCat("lease_name \"", req.lease_name(),
+                                                   "\" is not fenced by this server; it issues epochs of lease \"",
+                                                   kControllerLeaseName, "\" only"));
+  }
+  if (req.holder_identity().empty()) return absl::InvalidArgumentError("holder_identity is required");
+  FALCON_ASSIGN_OR_RETURN(store::LeaderEpoch e,
+                          store_.AcquireLeaderEpoch(req.lease_name(), req.holder_identity(), clock_.Now()));
+  spdlog::info("fencing: issued leader epoch {} of lease {} to {}", e.epoch, e.lease, e.holder);
+  api::v1::AcquireLeaderEpochResponse resp;
+  resp.set_epoch(e.epoch);
+  return resp;
 }
 
 absl::StatusOr<api::v1::ListExpsAwaitingAnalysisResponse> ApiService::ListExpsAwaitingAnalysis(

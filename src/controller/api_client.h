@@ -1,10 +1,12 @@
 // ApiClient: the controller's view of FalconAPIService (the API server owns the database). One interface,
 // a gRPC implementation (NewGrpcApiClient) and an in-memory fake for tests (testing/fake_api_client.h).
 //
-// Fencing: every mutating call (create, update, delete) carries the current lease epoch in the gRPC metadata
-// key "x-falcon-lease-epoch" once SetLeaseEpoch() was called with a value > 0; the API server refuses an
-// epoch older than the newest it has seen with FAILED_PRECONDITION. Calls return the API server's status
-// unchanged except that the gRPC implementation retries UNAVAILABLE with capped exponential backoff.
+// Fencing: a replica that becomes leader first gets an epoch from the database (AcquireLeaderEpoch) and
+// hands it to SetLeaseEpoch(); from then on every mutating call (create, update, delete) carries it in the
+// gRPC metadata key "x-falcon-lease-epoch". The API server accepts only the latest issued epoch: after a
+// newer acquisition an older epoch gets FAILED_PRECONDITION ("superseded: ..."); a mutating call without an
+// epoch is refused. Calls return the API server's status unchanged except that the gRPC implementation
+// retries UNAVAILABLE with capped exponential backoff.
 // All methods are thread-safe.
 #pragma once
 
@@ -32,8 +34,12 @@ class ApiClient {
  public:
   virtual ~ApiClient() = default;
 
-  // Epoch sent on mutating calls from now on (0: none).
+  // Epoch sent on mutating calls from now on (0: none; the API server then refuses them).
   virtual void SetLeaseEpoch(int64_t epoch) = 0;
+  // Asks the database for the next epoch of `lease_name`, issued to `holder_identity`; the answer is the
+  // epoch to pass to SetLeaseEpoch. Every call issues a new epoch (and supersedes the previous one).
+  virtual absl::StatusOr<int64_t> AcquireLeaderEpoch(const std::string& lease_name,
+                                                     const std::string& holder_identity) = 0;
 
   virtual absl::StatusOr<std::vector<apiv1::ExpAwaiting>> ListExpsAwaitingAnalysis(int limit) = 0;
   // Returns the stored record (with analysis_id, PENDING status and timestamps).

@@ -63,6 +63,11 @@ struct ControllerConfig {
   // (main() always adds the store's); an empty list would make the runner accept any well-formed URI.
   std::vector<std::string> allowed_input_roots;
   MaxResources max_resources;
+  // Fencing: on becoming leader the controller asks the API server for a new epoch of `fencing_lease`
+  // (AcquireLeaderEpoch; the API server fences "analyzer-controller", whatever the Kubernetes Lease is
+  // called), recorded as issued to `identity` (the replica's --identity).
+  std::string fencing_lease = "analyzer-controller";
+  std::string identity = "analyzer-controller";
 };
 
 }  // namespace falcon::controller

@@ -61,10 +61,12 @@ absl::Status Controller::Ready() {
   return ctx_.deps.api->Ping();
 }
 
-void Controller::OnStartedLeading(int64_t epoch) {
-  spdlog::info("became leader epoch={}", epoch);
-  ctx_.epoch.store(epoch);
-  ctx_.deps.api->SetLeaseEpoch(epoch);
+void Controller::OnStartedLeading(int64_t lease_epoch) {
+  // The elector's own count (leaseTransitions, the lease file's epoch) is not what fences: the control
+  // loop first gets an epoch from the database (AcquireLeaderEpoch), before anything else as leader.
+  spdlog::info("became leader (lease epoch {}); acquiring a leader epoch from the API server", lease_epoch);
+  ctx_.epoch.store(0);
+  ctx_.deps.api->SetLeaseEpoch(0);
   ctx_.leading.store(true);
   leader_gen_.fetch_add(1);
   ctx_.deps.clock->Notify();
@@ -73,6 +75,8 @@ void Controller::OnStartedLeading(int64_t epoch) {
 void Controller::OnStoppedLeading() {
   bool was = ctx_.leading.exchange(false);
   ctx_.acting.store(false);  // stop acting at once; the control loop tears down the rest
+  ctx_.epoch.store(0);
+  ctx_.deps.api->SetLeaseEpoch(0);  // a late write of this replica is refused, never fenced by luck
   leader_gen_.fetch_add(1);
   if (was) spdlog::warn("lost leadership; no longer acting");
   ctx_.deps.clock->Notify();
@@ -80,6 +84,7 @@ void Controller::OnStoppedLeading() {
 
 void Controller::ControlLoop() {
   uint64_t handled_gen = 0;
+  uint64_t epoch_gen = 0;  // the leadership generation the current epoch was acquired for
   // Resync and reconcile latency are measured on monotonic time: a wall-clock step neither skips nor
   // floods resyncs.
   MonoTime next_resync = ctx_.deps.clock->MonotonicNow();
@@ -89,7 +94,11 @@ void Controller::ControlLoop() {
     Duration wait = ctx_.config.resync_interval;
     if (gen != handled_gen) {
       if (ctx_.leading.load()) {
-        absl::Status s = recovery_.Run();
+        absl::Status s = epoch_gen == gen ? absl::OkStatus() : AcquireEpoch(gen);
+        if (s.ok()) {
+          epoch_gen = gen;
+          s = recovery_.Run();
+        }
         if (s.ok()) {
           handled_gen = gen;
           recovery_failures = 0;
@@ -119,6 +128,22 @@ void Controller::ControlLoop() {
       return ctx_.stopping.load() || leader_gen_.load() != handled_gen;
     });
   }
+}
+
+absl::Status Controller::AcquireEpoch(uint64_t gen) {
+  auto epoch = ctx_.deps.api->AcquireLeaderEpoch(ctx_.config.fencing_lease, ctx_.config.identity);
+  if (!epoch.ok()) {
+    return absl::Status(epoch.status().code(), "acquiring a leader epoch of lease " + ctx_.config.fencing_lease +
+                                                   ": " + std::string(epoch.status().message()));
+  }
+  if (leader_gen_.load() != gen || !ctx_.leading.load()) {
+    return absl::AbortedError("leadership changed while acquiring the leader epoch");
+  }
+  ctx_.epoch.store(*epoch);
+  ctx_.deps.api->SetLeaseEpoch(*epoch);
+  spdlog::info("leader epoch {} of lease {} issued to {}", *epoch, ctx_.config.fencing_lease,
+               ctx_.config.identity);
+  return absl::OkStatus();
 }
 
 void Controller::PollerLoop() {

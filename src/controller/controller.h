@@ -9,8 +9,9 @@
 //  - OfflinePoller (offline_poller.h): creates offline analyses for completed Exps' artifacts.
 //  - Operations (operations.h): the AnalyzerControllerService's requests.
 //
-// Leadership: campaigns through the LeaderElector. On becoming leader it sets the fencing epoch, runs
-// recovery and only then acts. On losing the lease it stops acting at once: workers drop their keys, the
+// Leadership: campaigns through the LeaderElector. On becoming leader it first gets a fencing epoch from
+// the database (ApiClient::AcquireLeaderEpoch, retried with the backoff while it still leads; the
+// elector's own lease count is not used for fencing), then runs recovery and only then acts. On losing the lease it stops acting at once: workers drop their keys, the
 // poller and resync stop, and every public operation answers UNAVAILABLE "not the leader".
 //
 // Tests drive the parts without threads through testing::ControllerPeer (testing/controller_peer.h).
@@ -71,8 +72,11 @@ class Controller {
  private:
   friend class testing::ControllerPeer;
 
-  void OnStartedLeading(int64_t epoch);
+  void OnStartedLeading(int64_t lease_epoch);
   void OnStoppedLeading();
+  // Gets a new epoch from the API server for leadership generation `gen` and makes it the one every
+  // mutating call sends. ABORTED when leadership changed meanwhile.
+  absl::Status AcquireEpoch(uint64_t gen);
   void WorkerLoop();
   void ControlLoop();
   void PollerLoop();

@@ -11,6 +11,7 @@
 #include "controller/testing/fake_pod_runtime.h"
 #include "controller/testing/memory_object_store.h"
 #include "controller/override_store.h"
+#include "support/wait.h"
 
 namespace falcon::controller {
 namespace {
@@ -480,6 +481,46 @@ TEST_F(ControllerTest, MutatingCallsCarryTheEpochAndAnOlderLeaderIsFenced) {
   api_.SetLeaseEpoch(epoch_);
   Peer().DrainQueue();
   EXPECT_EQ(Status(id), ANALYSIS_STATUS_PENDING);
+}
+
+// The real path, with the controller's own threads: the elector's lease count is not what fences; the
+// controller asks the database for an epoch (retrying while it leads) before it acts at all.
+TEST_F(ControllerTest, BecomingLeaderAcquiresAnEpochFromTheDatabaseBeforeActing) {
+  c_.reset();
+  config_.identity = "replica-x";
+  const int64_t issued_before = api_.max_epoch();
+  Controller c(config_, ControllerDeps{&api_, &rt_, &store_, &elector_, catalog_.get(), &clock_, &random_,
+                                       &metrics_});
+  api_.FailNext(2, absl::UnavailableError("API server down"));
+  c.Start();
+  elector_.Grant(1000);  // e.g. leaseTransitions: ignored for fencing
+  ASSERT_TRUE(::falcon::testsupport::WaitFor("the new leader to act", [&] {
+    clock_.Advance(seconds(1));  // past the retry backoff
+    return c.Ready().ok();
+  },
+                                         std::chrono::seconds(20)));
+  EXPECT_GE(api_.calls("AcquireLeaderEpoch"), 3) << "two failed acquisitions were retried";
+  EXPECT_EQ(api_.epoch_holder(), "replica-x");
+  EXPECT_EQ(api_.max_epoch(), issued_before + 1) << "the issued epoch, not the lease's 1000";
+
+  analyzerv1::CreateAnalysisRequest req;
+  req.set_exp_id("e1");
+  req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
+  req.set_command("true");
+  auto id = c.CreateAnalysis(req);
+  ASSERT_TRUE(id.ok()) << id.status() << ": written with the issued epoch";
+
+  // Leadership lost: the epoch is forgotten at once; regained: a new one is acquired.
+  elector_.Revoke();
+  EXPECT_FALSE(c.Ready().ok());
+  elector_.Grant(1001);
+  ASSERT_TRUE(::falcon::testsupport::WaitFor("the leader to act again", [&] {
+    clock_.Advance(seconds(1));
+    return c.Ready().ok();
+  },
+                                         std::chrono::seconds(20)));
+  EXPECT_EQ(api_.max_epoch(), issued_before + 2);
+  c.Stop();
 }
 
 TEST_F(ControllerTest, MetricsExposeQueuesStatusesAndLatency) {

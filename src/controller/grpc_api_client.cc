@@ -24,6 +24,20 @@ class GrpcApiClient : public ApiClient {
 
   void SetLeaseEpoch(int64_t epoch) override { epoch_.store(epoch); }
 
+  absl::StatusOr<int64_t> AcquireLeaderEpoch(const std::string& lease_name,
+                                             const std::string& holder_identity) override {
+    apiv1::AcquireLeaderEpochRequest req;
+    req.set_lease_name(lease_name);
+    req.set_holder_identity(holder_identity);
+    apiv1::AcquireLeaderEpochResponse resp;
+    // Not "mutating" for the metadata: it carries no epoch. A retry after a lost answer issues one more
+    // epoch; the caller uses the last answer, which is the latest issued.
+    FALCON_RETURN_IF_ERROR(Call("AcquireLeaderEpoch", false, [&](grpc::ClientContext* c) {
+      return stub_->AcquireLeaderEpoch(c, req, &resp);
+    }));
+    return resp.epoch();
+  }
+
   absl::StatusOr<std::vector<apiv1::ExpAwaiting>> ListExpsAwaitingAnalysis(int limit) override {
     apiv1::ListExpsAwaitingAnalysisRequest req;
     req.set_limit(limit);

@@ -65,16 +65,33 @@ void FakeApiClient::SetLeaseEpoch(int64_t epoch) {
   epoch_ = epoch;
 }
 
+std::string FakeApiClient::epoch_holder() {
+  std::lock_guard<std::mutex> l(mu_);
+  return epoch_holder_;
+}
+
+absl::StatusOr<int64_t> FakeApiClient::AcquireLeaderEpoch(const std::string& lease_name,
+                                                          const std::string& holder_identity) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto s = Enter("AcquireLeaderEpoch", false); !s.ok()) return s;
+  if (lease_name.empty() || holder_identity.empty()) {
+    return absl::InvalidArgumentError("lease_name and holder_identity are required");
+  }
+  epoch_holder_ = holder_identity;
+  return ++max_epoch_;
+}
+
 absl::Status FakeApiClient::Enter(const std::string& method, bool mutating) {
   ++calls_[method];
   if (fail_next_ > 0) {
     --fail_next_;
     return fail_status_;
   }
-  if (mutating && epoch_ > 0) {
+  if (mutating) {
+    if (epoch_ <= 0) return absl::InvalidArgumentError("metadata x-falcon-lease-epoch is required");
     if (epoch_ < max_epoch_) {
-      return absl::FailedPreconditionError("lease epoch " + std::to_string(epoch_) +
-                                           " is older than " + std::to_string(max_epoch_));
+      return absl::FailedPreconditionError("superseded: leader epoch " + std::to_string(max_epoch_) +
+                                           " was issued; yours is " + std::to_string(epoch_));
     }
     max_epoch_ = epoch_;
   }

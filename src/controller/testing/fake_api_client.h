@@ -24,11 +24,16 @@ class FakeApiClient : public ApiClient {
   std::vector<apiv1::AnalysisRecord> AllRecords();
   // Sets a record's status directly (as another writer would).
   void ForceStatus(const std::string& id, apiv1::AnalysisStatus s);
-  // Newest epoch seen on a mutating call; calls with an older one fail.
+  // Newest epoch issued or seen on a mutating call; calls with an older one (or none) fail. Unlike the API
+  // server, the fake accepts an epoch above it without an acquisition (tests set epochs directly).
   int64_t max_epoch();
+  // The holder of the last AcquireLeaderEpoch ("" before any).
+  std::string epoch_holder();
   int calls(const std::string& method);
 
   void SetLeaseEpoch(int64_t epoch) override;
+  absl::StatusOr<int64_t> AcquireLeaderEpoch(const std::string& lease_name,
+                                             const std::string& holder_identity) override;
   absl::StatusOr<std::vector<apiv1::ExpAwaiting>> ListExpsAwaitingAnalysis(int limit) override;
   absl::StatusOr<apiv1::AnalysisRecord> CreateAnalysisRecord(const apiv1::AnalysisRecord& r) override;
   absl::StatusOr<apiv1::AnalysisRecord> GetAnalysisRecord(const std::string& id) override;
@@ -53,6 +58,7 @@ class FakeApiClient : public ApiClient {
   absl::Status fail_status_;
   int64_t epoch_ = 0;
   int64_t max_epoch_ = 0;
+  std::string epoch_holder_;
 };
 
 }  // namespace falcon::controller::testing
