@@ -279,8 +279,10 @@ TEST_F(KubeE2E, PausedOldLeadersLateWritesAreRefused) {
   int old = WaitLeader();
   ASSERT_GE(old, 0) << AllControllerLogs();
   int next = 1 - old;
-  const int64_t old_epoch = Lease().value("leaseTransitions", 0);
-  ASSERT_GE(old_epoch, 1) << Lease().dump();
+  const int64_t old_transitions = Lease().value("leaseTransitions", 0);
+  ASSERT_GE(old_transitions, 1) << Lease().dump();
+  const int64_t old_epoch = ControllerEpoch(old);  // issued by the database, not the Lease's count
+  ASSERT_GE(old_epoch, 1) << AllControllerLogs();
   CreateExp("exp5");
   std::string early = Command("exp5", "sleep 6");  // ends after the pause begins: the successor records it
   std::string long_running = Command("exp5", "sleep 120");
@@ -290,9 +292,9 @@ TEST_F(KubeE2E, PausedOldLeadersLateWritesAreRefused) {
   controllers_[old].proc->Signal(SIGSTOP);
   ASSERT_TRUE(WaitFor([&] { return Lease().value("holderIdentity", "") == "c" + std::to_string(next); }, 30s))
       << Lease().dump() << AllControllerLogs();
-  const int64_t new_epoch = Lease().value("leaseTransitions", 0);
-  EXPECT_GT(new_epoch, old_epoch);
+  EXPECT_GT(Lease().value("leaseTransitions", 0), old_transitions);
   WaitReady(next);
+  EXPECT_GT(ControllerEpoch(next), old_epoch) << "the successor acquired a newer epoch from the database";
   // The successor records the outcome of the Pod it adopted: a write with the new epoch.
   ASSERT_TRUE(WaitStatus(early, "succeeded", 60s)) << Get(early).dump(2) << AllControllerLogs();
   // (No submissions while the old leader is paused: the API server would try it first and wait for its
@@ -309,7 +311,7 @@ TEST_F(KubeE2E, PausedOldLeadersLateWritesAreRefused) {
   double refused_before = ApiserverRequests("UpdateAnalysisRecord", "FAILED_PRECONDITION");
   auto r = api->UpdateAnalysisRecord(long_running, upd, {"status", "error_message"});
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
-  EXPECT_NE(std::string(r.status().message()).find("epoch"), std::string::npos) << r.status();
+  EXPECT_NE(std::string(r.status().message()).find("superseded: leader epoch"), std::string::npos) << r.status();
   EXPECT_EQ(ApiserverRequests("UpdateAnalysisRecord", "FAILED_PRECONDITION"), refused_before + 1);
   EXPECT_EQ(Status(long_running), "running") << "the refused write changed nothing";
   auto del = api->DeleteAnalysisRecord(long_running);
@@ -335,6 +337,74 @@ TEST_F(KubeE2E, PausedOldLeadersLateWritesAreRefused) {
             << ApiserverRequests("UpdateAnalysisRecord", "FAILED_PRECONDITION") - refused_at_resume
             << "\nold leader's log after SIGCONT:\n"
             << controllers_[old].proc->Log().substr(old_log_size);
+}
+
+// The Lease object is deleted and recreated while the controller runs: leaseTransitions starts again at 1,
+// but fencing does not depend on it. The replica that takes the new Lease acquires a newer epoch from the
+// database and keeps working (its writes are accepted); a write with the epoch of before is refused.
+TEST_F(KubeE2E, LeaseDeletedAndRecreatedTheNewLeaderKeepsWorking) {
+  StartSystem(2, LeaderFlags());
+  int first = WaitLeader();
+  ASSERT_GE(first, 0) << AllControllerLogs();
+  const int64_t first_epoch = ControllerEpoch(first);
+  ASSERT_GE(first_epoch, 1) << AllControllerLogs();
+  CreateExp("exp7");
+  std::string before = Command("exp7", "true");
+  ASSERT_TRUE(WaitStatus(before, "succeeded")) << AllControllerLogs();
+  const std::string lease_path = "/apis/coordination.k8s.io/v1/namespaces/" + ns_ + "/leases/analyzer-controller";
+  const std::string uid_before = [&] {
+    auto r = cp_->admin().Get(lease_path);
+    return r.ok() ? (*r)["metadata"].value("uid", "") : std::string();
+  }();
+  ASSERT_FALSE(uid_before.empty());
+
+  std::string out;
+  ASSERT_EQ(cp_->Kubectl("delete lease analyzer-controller -n " + ns_, &out), 0) << out;
+  // A new Lease object (another uid), held by one of the replicas, which acts with a newer epoch.
+  int leader = -1;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto r = cp_->admin().Get(lease_path);
+        if (!r.ok() || (*r)["metadata"].value("uid", "") == uid_before) return false;
+        for (int i = 0; i < 2; ++i) {
+          if (HttpStatus(controllers_[i].http_port, "/readyz") == 200 && ControllerEpoch(i) > first_epoch) {
+            leader = i;
+            return true;
+          }
+        }
+        return false;
+      },
+      60s))
+      << "a leader of the recreated Lease with a newer epoch within 60 s\n"
+      << Lease().dump() << AllControllerLogs();
+  EXPECT_LE(Lease().value("leaseTransitions", 0), 2) << "the recreated Lease counts from 1 again";
+  const int64_t new_epoch = ControllerEpoch(leader);
+
+  // The new leader's writes are accepted: analyses run to the end.
+  std::string after = Command("exp7", "true");
+  ASSERT_TRUE(WaitStatus(after, "succeeded", 120s)) << Get(after).dump(2) << AllControllerLogs();
+  std::string running = Command("exp7", "sleep 120");
+  ASSERT_TRUE(WaitStatus(running, "running", 120s)) << AllControllerLogs();
+
+  // A write with the epoch of before the deletion, as a deposed leader would send it, is refused.
+  falcon::SystemClock clock;
+  falcon::SystemRandom random;
+  auto api = falcon::controller::NewGrpcApiClient("127.0.0.1:" + std::to_string(api_grpc_port_), clock, random);
+  api->SetLeaseEpoch(first_epoch);
+  falcon::api::v1::AnalysisRecord upd;
+  upd.set_status(falcon::api::v1::ANALYSIS_STATUS_FAILED);
+  upd.set_error_message("written by a deposed leader");
+  auto r = api->UpdateAnalysisRecord(running, upd, {"status", "error_message"});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_NE(std::string(r.status().message()).find("yours is " + std::to_string(first_epoch)), std::string::npos)
+      << r.status();
+  // And an epoch nobody was issued is refused too, without moving the stored one.
+  api->SetLeaseEpoch(new_epoch + 1000);
+  r = api->UpdateAnalysisRecord(running, upd, {"status", "error_message"});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kPermissionDenied) << r.status();
+  EXPECT_EQ(Status(running), "running") << "the refused writes changed nothing";
+  ASSERT_TRUE(Call("POST", "/v1/analyses/" + running + ":cancel").is_object());
+  EXPECT_TRUE(WaitStatus(running, "cancelled", 60s)) << Get(running).dump(2) << AllControllerLogs();
 }
 
 // The analysis has no credentials (docs/security.md, "Kubernetes"): the user's code, run in the analysis

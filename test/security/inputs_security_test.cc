@@ -265,6 +265,8 @@ TEST_F(InputsSecurity, RecordsClaimingAPluginComeOnlyFromThePlugin) {
     falcon::api::v1::CreateAnalysisRecordResponse rresp;
     grpc::Status s = api->CreateAnalysisRecord(&ctx, rreq, &rresp);
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << offline << ": " << s.error_message();
+    // Refused for what it asks (checked before the epoch), not only for its missing epoch.
+    EXPECT_FALSE(Contains(s.error_message(), "x-falcon-lease-epoch")) << s.error_message();
   }
 
   // None of them made a record.

@@ -283,6 +283,7 @@ TEST(ControllerRefusals, AForgedRecordOrAStoredOverrideOverTheMaximumGetsNoPod) 
   forged.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
   forged.set_plugin_name("file-stats");
   forged.set_command("echo forged > $FALCON_OUTPUT_DIR/file-stats.jsonl");
+  api.SetLeaseEpoch(1);  // written with a valid epoch: the record checks are what is tested here
   auto f = api.CreateAnalysisRecord(forged);
   ASSERT_TRUE(f.ok()) << f.status();
   api::v1::AnalysisRecord big;

@@ -172,4 +172,12 @@ double FalconSystem::ApiserverRequests(const std::string& method, const std::str
   return std::regex_search(body, m, re) ? std::stod(m[1]) : 0;
 }
 
+int64_t FalconSystem::ControllerEpoch(int i) {
+  std::string body;
+  if (HttpStatus(controllers_[i].http_port, "/metrics", &body) != 200) return -1;
+  std::regex re("\nfalcon_controller_lease_epoch ([0-9.e+]+)");
+  std::smatch m;
+  return std::regex_search(body, m, re) ? static_cast<int64_t>(std::stod(m[1])) : 0;
+}
+
 }  // namespace falcon::testsupport

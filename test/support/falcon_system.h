@@ -59,6 +59,9 @@ class FalconSystem {
   // falcon_grpc_requests_total of the API server for one method and code (-1: /metrics did not
   // answer).
   double ApiserverRequests(const std::string& method, const std::string& code);
+  // falcon_controller_lease_epoch of controller i: the epoch the database issued it while it leads, else 0
+  // (-1: /metrics did not answer).
+  int64_t ControllerEpoch(int i);
 
  protected:
   std::filesystem::path dir_, objects_;
