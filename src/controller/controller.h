@@ -11,8 +11,9 @@
 //
 // Leadership: campaigns through the LeaderElector. On becoming leader it first gets a fencing epoch from
 // the database (ApiClient::AcquireLeaderEpoch, retried with the backoff while it still leads; the
-// elector's own lease count is not used for fencing), then runs recovery and only then acts. On losing the lease it stops acting at once: workers drop their keys, the
-// poller and resync stop, and every public operation answers UNAVAILABLE "not the leader".
+// elector's own lease count is not used for fencing), then runs recovery and only then acts. On losing the
+// lease it stops acting at once and forgets its epoch: workers drop their keys, the poller and resync stop,
+// and every public operation answers UNAVAILABLE "not the leader".
 //
 // Tests drive the parts without threads through testing::ControllerPeer (testing/controller_peer.h).
 // Dependencies are borrowed and must outlive the Controller. Every public method is thread-safe.

@@ -12,7 +12,8 @@
 //  - Stop() releases the Lease (empty holder, duration 1 s) after on_stopped_leading returned, so a standby
 //    takes over at its next try.
 // The epoch is leaseTransitions (a new Lease starts at 1, so a leader's epoch is never 0); it grows with
-// every change of holder and is what the controller sends for fencing.
+// every change of holder. It restarts when the Lease object is recreated, so it is not the fencing token
+// (the controller gets that from the database; docs/architecture.md "Fencing").
 // Thread-safe.
 #pragma once
 

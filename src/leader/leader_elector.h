@@ -9,8 +9,9 @@
 namespace falcon::leader {
 
 struct Callbacks {
-  // Called when this replica becomes leader; epoch increases with every change of leader (the Lease's
-  // leaseTransitions), and is carried on every mutating call for fencing.
+  // Called when this replica becomes leader; epoch is the elector's own count of leaders (the Lease's
+  // leaseTransitions, the lease file's epoch), for logs. It is not the fencing token: the controller gets
+  // that from the database (docs/architecture.md "Fencing"), since a recreated Lease counts from 1 again.
   std::function<void(int64_t epoch)> on_started_leading;
   // Called when this replica stops being leader (lost the lease, could not renew in time, or Stop()).
   // The caller must stop acting at once.

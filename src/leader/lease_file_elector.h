@@ -2,7 +2,8 @@
 // lease file for as long as it leads. The lock dies with its process, so a standby takes over within one
 // retry period after the leader exits or crashes (kill -9 included). The leader writes its identity and
 // epoch into the file; the epoch is read from the file and incremented on every acquisition, so it grows
-// across processes and restarts (it is the fencing token, see docs/architecture.md "Fencing").
+// across processes and restarts. (The fencing token is issued by the database, not this epoch; see
+// docs/architecture.md "Fencing".)
 #pragma once
 
 #include <filesystem>
