@@ -339,46 +339,49 @@ TEST_F(KubeE2E, PausedOldLeadersLateWritesAreRefused) {
             << controllers_[old].proc->Log().substr(old_log_size);
 }
 
-// The Lease object is deleted and recreated while the controller runs: leaseTransitions starts again at 1,
-// but fencing does not depend on it. The replica that takes the new Lease acquires a newer epoch from the
-// database and keeps working (its writes are accepted); a write with the epoch of before is refused.
+// The Lease object is deleted and recreated while the controllers run: leaseTransitions starts again at 1,
+// but fencing does not depend on it. The leader is paused (so that the standby is the one to recreate the
+// Lease); the standby takes the new Lease, acquires a newer epoch from the database and keeps working (its
+// writes are accepted); a write with the old leader's epoch is refused, and the resumed old leader stops.
 TEST_F(KubeE2E, LeaseDeletedAndRecreatedTheNewLeaderKeepsWorking) {
   StartSystem(2, LeaderFlags());
   int first = WaitLeader();
   ASSERT_GE(first, 0) << AllControllerLogs();
+  const int next = 1 - first;
   const int64_t first_epoch = ControllerEpoch(first);
   ASSERT_GE(first_epoch, 1) << AllControllerLogs();
   CreateExp("exp7");
   std::string before = Command("exp7", "true");
   ASSERT_TRUE(WaitStatus(before, "succeeded")) << AllControllerLogs();
   const std::string lease_path = "/apis/coordination.k8s.io/v1/namespaces/" + ns_ + "/leases/analyzer-controller";
-  const std::string uid_before = [&] {
+  auto lease_uid = [&] {
     auto r = cp_->admin().Get(lease_path);
     return r.ok() ? (*r)["metadata"].value("uid", "") : std::string();
-  }();
+  };
+  const std::string uid_before = lease_uid();
   ASSERT_FALSE(uid_before.empty());
 
+  controllers_[first].proc->Signal(SIGSTOP);
   std::string out;
   ASSERT_EQ(cp_->Kubectl("delete lease analyzer-controller -n " + ns_, &out), 0) << out;
-  // A new Lease object (another uid), held by one of the replicas, which acts with a newer epoch.
-  int leader = -1;
+  // A new Lease object (another uid), counting from 1 again, held by the standby.
   ASSERT_TRUE(WaitFor(
       [&] {
-        auto r = cp_->admin().Get(lease_path);
-        if (!r.ok() || (*r)["metadata"].value("uid", "") == uid_before) return false;
-        for (int i = 0; i < 2; ++i) {
-          if (HttpStatus(controllers_[i].http_port, "/readyz") == 200 && ControllerEpoch(i) > first_epoch) {
-            leader = i;
-            return true;
-          }
-        }
-        return false;
+        const std::string uid = lease_uid();
+        return !uid.empty() && uid != uid_before && Lease().value("holderIdentity", "") == "c" + std::to_string(next);
       },
       60s))
-      << "a leader of the recreated Lease with a newer epoch within 60 s\n"
+      << "the standby holding a recreated Lease within 60 s\n"
       << Lease().dump() << AllControllerLogs();
-  EXPECT_LE(Lease().value("leaseTransitions", 0), 2) << "the recreated Lease counts from 1 again";
-  const int64_t new_epoch = ControllerEpoch(leader);
+  EXPECT_EQ(Lease().value("leaseTransitions", 0), 1) << "the recreated Lease counts from 1 again";
+  WaitReady(next);
+  const int64_t new_epoch = ControllerEpoch(next);
+  EXPECT_GT(new_epoch, first_epoch) << "the new leader acquired a newer epoch from the database";
+  // The old leader resumes (before any submission: the API server would try it first), finds the Lease
+  // held by another and stops acting.
+  controllers_[first].proc->Signal(SIGCONT);
+  ASSERT_TRUE(WaitFor([&] { return Count(controllers_[first].proc->Log(), "lost leadership") >= 1; }, 20s))
+      << controllers_[first].proc->Log();
 
   // The new leader's writes are accepted: analyses run to the end.
   std::string after = Command("exp7", "true");
@@ -405,6 +408,9 @@ TEST_F(KubeE2E, LeaseDeletedAndRecreatedTheNewLeaderKeepsWorking) {
   EXPECT_EQ(Status(running), "running") << "the refused writes changed nothing";
   ASSERT_TRUE(Call("POST", "/v1/analyses/" + running + ":cancel").is_object());
   EXPECT_TRUE(WaitStatus(running, "cancelled", 60s)) << Get(running).dump(2) << AllControllerLogs();
+  EXPECT_EQ(HttpStatus(controllers_[next].http_port, "/readyz"), 200);
+  EXPECT_EQ(HttpStatus(controllers_[first].http_port, "/readyz"), 503);
+  EXPECT_EQ(Status(before), "succeeded");
 }
 
 // The analysis has no credentials (docs/security.md, "Kubernetes"): the user's code, run in the analysis
