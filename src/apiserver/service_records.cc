@@ -102,7 +102,8 @@ absl::StatusOr<api::v1::CreateAnalysisRecordResponse> ApiService::CreateAnalysis
   *r.mutable_created_at() = ToProto(now);
   *r.mutable_updated_at() = ToProto(now);
   api::v1::CreateAnalysisRecordResponse resp;
-  absl::Status created = store_.CreateAnalysisRecord(r);
+  const store::Fence fence{kControllerLeaseName, *ctx.lease_epoch};  // CheckFencing: there is one
+  absl::Status created = store_.CreateAnalysisRecord(r, &fence);
   if (absl::IsAlreadyExists(created) && proposed) {
     // A retry of a create that already happened (the first attempt's answer was lost): the same analysis.
     auto existing = store_.GetAnalysisRecord(r.analysis_id());
@@ -152,13 +153,15 @@ absl::StatusOr<api::v1::AnalysisRecord> ApiService::UpdateAnalysisRecord(const R
   FALCON_RETURN_IF_ERROR(RequireId(id, "analysis_id"));
   FALCON_RETURN_IF_ERROR(api::ValidateRecordUpdate(record, paths));
   FALCON_RETURN_IF_ERROR(CheckFencing(ctx));
-  return store_.UpdateAnalysisRecord(id, record, paths, clock_.Now());
+  const store::Fence fence{kControllerLeaseName, *ctx.lease_epoch};
+  return store_.UpdateAnalysisRecord(id, record, paths, clock_.Now(), &fence);
 }
 
 absl::Status ApiService::DeleteAnalysisRecord(const RequestContext& ctx, const std::string& id) {
   FALCON_RETURN_IF_ERROR(RequireId(id, "analysis_id"));
   FALCON_RETURN_IF_ERROR(CheckFencing(ctx));
-  return store_.DeleteAnalysisRecord(id);
+  const store::Fence fence{kControllerLeaseName, *ctx.lease_epoch};
+  return store_.DeleteAnalysisRecord(id, &fence);
 }
 
 absl::StatusOr<api::v1::ListRunningAnalysesResponse> ApiService::ListRunningAnalyses(const RequestContext&) {

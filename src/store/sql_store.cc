@@ -187,6 +187,7 @@ class SqlStore : public Store {
       : dialect_(dialect), pool_(std::move(pool)) {
     const bool my = dialect_ == Dialect::kMysql;
     for_update_ = my ? " FOR UPDATE" : "";
+    share_lock_ = my ? " LOCK IN SHARE MODE" : "";
     // Both plans walk artifacts along artifacts_awaiting (exp_completed = 1, offline_done = 0, in
     // created_at, artifact_id order) and stop after `limit` rows; the Exp and the offline record are
     // probed by key. MariaDB: one join with the order forced by STRAIGHT_JOIN. SQLite: the artifacts
@@ -426,7 +427,7 @@ class SqlStore : public Store {
 
   // --- Analysis records ---
 
-  absl::Status CreateAnalysisRecord(const AnalysisRecord& r) override {
+  absl::Status CreateAnalysisRecord(const AnalysisRecord& r, const Fence* fence = nullptr) override {
     if (auto s = CheckId("analysis_id", r.analysis_id()); !s.ok()) return s;
     if (auto s = CheckId("exp_id", r.exp_id()); !s.ok()) return s;
     if (!r.artifact_id().empty()) {
@@ -448,6 +449,7 @@ class SqlStore : public Store {
     SqlValue script = std::monostate{};
     if (!r.script_content().empty()) script = Blob{r.script_content()};
     return RunTx([&](SqlConn& c) -> absl::Status {
+      if (auto s = CheckFenceIn(c, fence); !s.ok()) return s;
       int64_t n = 0;
       absl::Status s = c.Exec(
           "INSERT INTO analysis_records (analysis_id, name, exp_id, artifact_id, "
@@ -531,7 +533,7 @@ class SqlStore : public Store {
   absl::StatusOr<AnalysisRecord> UpdateAnalysisRecord(const std::string& analysis_id,
                                                       const AnalysisRecord& update,
                                                       const std::vector<std::string>& paths,
-                                                      Time now) override {
+                                                      Time now, const Fence* fence = nullptr) override {
     if (paths.empty()) {
       return absl::InvalidArgumentError(
           "update_mask is empty; name at least one of name, status, error_message, "
@@ -584,6 +586,7 @@ class SqlStore : public Store {
         absl::StrCat("UPDATE analysis_records SET ", set, " WHERE analysis_id = ? AND status IN (",
                      Placeholders(from.size()), ")");
     return RunTx<AnalysisRecord>([&](SqlConn& c) -> absl::StatusOr<AnalysisRecord> {
+      if (auto s = CheckFenceIn(c, fence); !s.ok()) return s;
       int64_t n = 0;
       if (auto s = c.Exec(sql, args, &n); !s.ok()) return s;
       absl::StatusOr<AnalysisRecord> cur = GetRecordIn(c, analysis_id);
@@ -605,8 +608,9 @@ class SqlStore : public Store {
     });
   }
 
-  absl::Status DeleteAnalysisRecord(const std::string& analysis_id) override {
+  absl::Status DeleteAnalysisRecord(const std::string& analysis_id, const Fence* fence = nullptr) override {
     return RunTx([&](SqlConn& c) -> absl::Status {
+      if (auto s = CheckFenceIn(c, fence); !s.ok()) return s;
       auto rows = c.Query(absl::StrCat("SELECT exp_id, offline_artifact_id FROM analysis_records "
                                        "WHERE analysis_id = ?",
                                        for_update_),
@@ -674,23 +678,7 @@ class SqlStore : public Store {
   }
 
   absl::Status CheckFencingEpoch(const std::string& lease, int64_t epoch) override {
-    auto latest = GetLeaderEpoch(lease);
-    if (!latest.ok()) {
-      if (!absl::IsNotFound(latest.status())) return latest.status();
-      return absl::PermissionDeniedError(absl::StrCat(
-          "lease ", lease, ": leader epoch ", epoch,
-          " was never issued (no epoch has been issued for this lease; a leader gets one from "
-          "AcquireLeaderEpoch)"));
-    }
-    if (epoch == latest->epoch) return absl::OkStatus();
-    if (epoch > latest->epoch || epoch <= 0) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "lease ", lease, ": leader epoch ", epoch, " was never issued (the latest issued is ",
-          latest->epoch, "); epochs come from AcquireLeaderEpoch only"));
-    }
-    return absl::FailedPreconditionError(absl::StrCat(
-        "superseded: leader epoch ", latest->epoch, " of lease ", lease, " was issued to ", latest->holder,
-        " at ", FormatRfc3339(latest->issued_at), "; yours is ", epoch));
+    return FencingVerdict(lease, epoch, GetLeaderEpoch(lease));
   }
 
   absl::StatusOr<std::string> ExplainAwaitingQuery() override {
@@ -804,8 +792,40 @@ class SqlStore : public Store {
            })
         .status();
   }
-  static absl::StatusOr<LeaderEpoch> ReadLeaderEpoch(SqlConn& c, const std::string& lease) {
-    auto rows = c.Query("SELECT epoch, holder, issued_at FROM leader_epochs WHERE lease = ?", {lease});
+  // The answer to a write fenced by `epoch`, given the latest issued epoch of `lease` (or why there is none).
+  static absl::Status FencingVerdict(const std::string& lease, int64_t epoch,
+                                     const absl::StatusOr<LeaderEpoch>& latest) {
+    if (!latest.ok()) {
+      if (!absl::IsNotFound(latest.status())) return latest.status();
+      return absl::PermissionDeniedError(absl::StrCat(
+          "lease ", lease, ": leader epoch ", epoch,
+          " was never issued (no epoch has been issued for this lease; a leader gets one from "
+          "AcquireLeaderEpoch)"));
+    }
+    if (epoch == latest->epoch) return absl::OkStatus();
+    if (epoch > latest->epoch || epoch <= 0) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "lease ", lease, ": leader epoch ", epoch, " was never issued (the latest issued is ",
+          latest->epoch, "); epochs come from AcquireLeaderEpoch only"));
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "superseded: leader epoch ", latest->epoch, " of lease ", lease, " was issued to ", latest->holder,
+        " at ", FormatRfc3339(latest->issued_at), "; yours is ", epoch));
+  }
+
+  // Inside a write transaction: OK without a fence or when it holds. The epoch row is read with a shared
+  // lock on MariaDB, so an acquisition (which writes the row) waits for this write's commit and a write
+  // after the acquisition sees the new epoch; SQLite's BEGIN IMMEDIATE serializes the two anyway.
+  absl::Status CheckFenceIn(SqlConn& c, const Fence* fence) const {
+    if (fence == nullptr) return absl::OkStatus();
+    if (auto s = CheckId("lease", fence->lease); !s.ok()) return s;
+    return FencingVerdict(fence->lease, fence->epoch, ReadLeaderEpoch(c, fence->lease, share_lock_));
+  }
+
+  static absl::StatusOr<LeaderEpoch> ReadLeaderEpoch(SqlConn& c, const std::string& lease,
+                                                     const std::string& lock = "") {
+    auto rows = c.Query(absl::StrCat("SELECT epoch, holder, issued_at FROM leader_epochs WHERE lease = ?", lock),
+                        {lease});
     if (!rows.ok()) return rows.status();
     if (rows->empty()) return absl::NotFoundError(absl::StrCat("no leader epoch was issued for lease ", lease));
     const SqlRow& r = (*rows)[0];
@@ -846,6 +866,7 @@ class SqlStore : public Store {
   const Dialect dialect_;
   std::unique_ptr<ConnPool> pool_;
   std::string for_update_;
+  std::string share_lock_;
   std::string awaiting_sql_;
 };
 

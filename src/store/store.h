@@ -64,6 +64,14 @@ struct LeaderEpoch {
 
 inline constexpr size_t kMaxLeaderHolderBytes = 255;
 
+// A fenced write: it happens only if `epoch` is the latest issued for `lease`, checked inside the write's
+// own transaction (so no acquisition can come between the check and the write); otherwise the write
+// answers what CheckFencingEpoch would and changes nothing.
+struct Fence {
+  std::string lease;
+  int64_t epoch = 0;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -89,7 +97,8 @@ class Store {
   // Inserts a fully formed record (id, status, timestamps set by the caller). NOT_FOUND if the Exp does
   // not exist; ALREADY_EXISTS for a second offline record of the same (exp_id, artifact_id) — enforced by a
   // unique index — or a duplicate analysis_id.
-  virtual absl::Status CreateAnalysisRecord(const AnalysisRecord& record) = 0;
+  // With a `fence`, only if it holds (see Fence).
+  virtual absl::Status CreateAnalysisRecord(const AnalysisRecord& record, const Fence* fence = nullptr) = 0;
   virtual absl::StatusOr<AnalysisRecord> GetAnalysisRecord(const std::string& analysis_id) = 0;
   virtual absl::StatusOr<AnalysisPage> ListAnalysisRecords(const ListAnalysesQuery& q) = 0;
   // Copies the fields named in `paths` from `update` and sets updated_at = now, atomically:
@@ -98,13 +107,13 @@ class Store {
   // - a terminal record never changes, and a status change must be a legal transition
   //   (pending->running|failed|cancelled, running->succeeded|failed|cancelled, same status for
   //   non-terminal): otherwise FAILED_PRECONDITION. The check is a conditional UPDATE in the database.
-  // NOT_FOUND for an unknown id. Returns the record as stored afterwards.
+  // NOT_FOUND for an unknown id. Returns the record as stored afterwards. With a `fence`, only if it holds.
   virtual absl::StatusOr<AnalysisRecord> UpdateAnalysisRecord(const std::string& analysis_id,
                                                               const AnalysisRecord& update,
                                                               const std::vector<std::string>& paths,
-                                                              Time now) = 0;
-  // NOT_FOUND for an unknown id.
-  virtual absl::Status DeleteAnalysisRecord(const std::string& analysis_id) = 0;
+                                                              Time now, const Fence* fence = nullptr) = 0;
+  // NOT_FOUND for an unknown id. With a `fence`, only if it holds.
+  virtual absl::Status DeleteAnalysisRecord(const std::string& analysis_id, const Fence* fence = nullptr) = 0;
   // Every PENDING or RUNNING record, oldest first.
   virtual absl::StatusOr<std::vector<AnalysisRecord>> ListNonTerminalAnalyses() = 0;
 

@@ -773,6 +773,69 @@ STORE_TEST(ConcurrentLeaderEpochAcquisitionsAreDistinct) {
   }
 }
 
+STORE_TEST(FencedWritesHappenOnlyWithTheLatestEpoch) {
+  MustCreateExp("e1", EXP_STATUS_RUNNING, 1);
+  const Fence unissued{"analyzer-controller", 1};
+  EXPECT_EQ(store_->CreateAnalysisRecord(MakeRecord("r1", "e1", ANALYSIS_TYPE_ONLINE, "", 5), &unissued).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(store_->GetAnalysisRecord("r1").status().code(), absl::StatusCode::kNotFound) << "nothing written";
+
+  ASSERT_TRUE(store_->AcquireLeaderEpoch("analyzer-controller", "a", TimeOf(1)).ok());
+  const Fence first{"analyzer-controller", 1};
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("r1", "e1", ANALYSIS_TYPE_ONLINE, "", 5), &first).ok());
+  AnalysisRecord upd;
+  upd.set_name("renamed");
+  ASSERT_TRUE(store_->UpdateAnalysisRecord("r1", upd, {"name"}, TimeOf(6), &first).ok());
+
+  ASSERT_TRUE(store_->AcquireLeaderEpoch("analyzer-controller", "b", TimeOf(7)).ok());
+  upd.set_name("by the old leader");
+  auto stale = store_->UpdateAnalysisRecord("r1", upd, {"name"}, TimeOf(8), &first);
+  EXPECT_EQ(stale.status().code(), absl::StatusCode::kFailedPrecondition) << stale.status();
+  EXPECT_THAT(std::string(stale.status().message()), HasSubstr("superseded"));
+  EXPECT_EQ(store_->DeleteAnalysisRecord("r1", &first).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->CreateAnalysisRecord(MakeRecord("r2", "e1", ANALYSIS_TYPE_ONLINE, "", 9), &first).code(),
+            absl::StatusCode::kFailedPrecondition);
+  const Fence huge{"analyzer-controller", int64_t{1} << 62};
+  EXPECT_EQ(store_->DeleteAnalysisRecord("r1", &huge).code(), absl::StatusCode::kPermissionDenied);
+  auto r1 = store_->GetAnalysisRecord("r1");
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_EQ(r1->name(), "renamed") << "no refused write landed";
+  EXPECT_EQ(store_->GetAnalysisRecord("r2").status().code(), absl::StatusCode::kNotFound);
+
+  const Fence second{"analyzer-controller", 2};
+  EXPECT_TRUE(store_->DeleteAnalysisRecord("r1", &second).ok());
+}
+
+// Writes fenced by one epoch race acquisitions of newer ones: a write either lands before the acquisition
+// that supersedes it commits, or is refused; none lands afterwards.
+STORE_TEST(FencedWritesRacingAnAcquisitionNeverLandAfterIt) {
+  MustCreateExp("e1", EXP_STATUS_RUNNING, 1);
+  ASSERT_TRUE(store_->AcquireLeaderEpoch("race", "a", TimeOf(1)).ok());
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("r1", "e1", ANALYSIS_TYPE_ONLINE, "", 5),
+                                           nullptr).ok());
+  const Fence old{"race", 1};
+  std::atomic<bool> acquired{false};
+  std::atomic<int> landed_after{0};
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 4; ++i) {
+    writers.emplace_back([&, i] {
+      for (int k = 0; k < 25; ++k) {
+        const bool was_acquired = acquired.load();
+        AnalysisRecord upd;
+        upd.set_name("w" + std::to_string(i) + "-" + std::to_string(k));
+        auto r = store_->UpdateAnalysisRecord("r1", upd, {"name"}, TimeOf(10 + k), &old);
+        if (r.ok() && was_acquired) ++landed_after;
+        if (!r.ok()) EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(store_->AcquireLeaderEpoch("race", "b", TimeOf(2)).ok());
+  acquired = true;
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(landed_after.load(), 0) << "a write with the superseded epoch landed after the acquisition";
+}
+
 STORE_TEST(ReopenKeepsDataAndDoesNotReapplyMigrations) {
   MustCreateExp("e1", EXP_STATUS_COMPLETED, 1);
   store_.reset();
