@@ -221,10 +221,13 @@ TEST_F(E2E, StandbyTakesOverWhenTheLeaderIsKilled) {
   std::vector<std::string> ids;
   for (int i = 0; i < 4; ++i) ids.push_back(Command("exp6", "sleep 2"));
   ASSERT_TRUE(WaitStatus(ids[0], "running"));
+  const int64_t old_epoch = ControllerEpoch(leader);  // issued by the database when it became leader
+  EXPECT_GE(old_epoch, 1);
   controllers_[leader].proc->Kill9();
   auto t0 = std::chrono::steady_clock::now();
   WaitReady(standby);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "takes over within the lease";
+  EXPECT_GT(ControllerEpoch(standby), old_epoch) << "the new leader acquired a newer epoch";
   for (const auto& id : ids) ASSERT_TRUE(WaitStatus(id, "succeeded", 90s)) << Get(id).dump(2) << AllControllerLogs();
   std::string more = Command("exp6", "true");  // the API server finds the new leader
   ASSERT_TRUE(WaitStatus(more, "succeeded"));
