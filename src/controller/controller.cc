@@ -141,6 +141,11 @@ absl::Status Controller::AcquireEpoch(uint64_t gen) {
   }
   ctx_.epoch.store(*epoch);
   ctx_.deps.api->SetLeaseEpoch(*epoch);
+  if (leader_gen_.load() != gen) {  // lost (OnStoppedLeading cleared the epoch) just before the store above
+    ctx_.epoch.store(0);
+    ctx_.deps.api->SetLeaseEpoch(0);
+    return absl::AbortedError("leadership changed while acquiring the leader epoch");
+  }
   spdlog::info("leader epoch {} of lease {} issued to {}", *epoch, ctx_.config.fencing_lease,
                ctx_.config.identity);
   return absl::OkStatus();
