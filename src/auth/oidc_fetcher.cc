@@ -15,7 +15,8 @@ class HttpOidcFetcher : public OidcFetcher {
     net::HttpRequest req;
     req.method = "GET";
     req.url = url;
-    req.headers = {"Accept: application/json"};
+    // kube-apiserver answers 406 to a JWKS request that does not accept application/jwk-set+json.
+    req.headers = {"Accept: application/json, application/jwk-set+json"};
     req.connect_timeout = options_.timeout;
     req.timeout = options_.timeout;
     req.max_body_bytes = options_.max_body_bytes;

@@ -18,6 +18,9 @@ class HttpOidcFetcherTest : public ::testing::Test {
     server_.Get("/doc", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"issuer":"x"})", "application/json");
     });
+    server_.Get("/accept", [](const httplib::Request& req, httplib::Response& res) {
+      res.set_content(req.get_header_value("Accept"), "text/plain");
+    });
     server_.Get("/big", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(std::string(5000, 'x'), "application/json");
     });
@@ -54,6 +57,14 @@ TEST_F(HttpOidcFetcherTest, GetsTheBody) {
   absl::StatusOr<std::string> body = f->Get(Url("/doc"));
   ASSERT_TRUE(body.ok()) << body.status();
   EXPECT_EQ(*body, R"({"issuer":"x"})");
+}
+
+TEST_F(HttpOidcFetcherTest, AcceptsTheJwkSetMediaType) {
+  // kube-apiserver refuses (406) a JWKS request that does not accept application/jwk-set+json.
+  absl::StatusOr<std::string> body = NewHttpOidcFetcher({})->Get(Url("/accept"));
+  ASSERT_TRUE(body.ok()) << body.status();
+  EXPECT_THAT(*body, HasSubstr("application/jwk-set+json"));
+  EXPECT_THAT(*body, HasSubstr("application/json"));
 }
 
 TEST_F(HttpOidcFetcherTest, AnErrorStatusIsUnavailableWithTheStatusAndBody) {
