@@ -11,7 +11,8 @@ absl::StatusOr<std::unique_ptr<IssuerRouter>> IssuerRouter::Create(
     std::vector<std::unique_ptr<OidcAuthenticator>> issuers) {
   std::unique_ptr<IssuerRouter> r(new IssuerRouter());
   for (auto& a : issuers) {
-    if (a == nullptr) return absl::InvalidArgumentError("IssuerRouter: an issuer's authenticator is null");
+    if (a == nullptr)
+      return absl::InvalidArgumentError("IssuerRouter: an issuer's authenticator is null");
     const std::string url = a->issuer();
     r->max_token_bytes_ = std::max(r->max_token_bytes_, a->options().max_token_bytes);
     if (!r->by_issuer_.emplace(url, std::move(a)).second) {
@@ -30,7 +31,8 @@ absl::StatusOr<Principal> IssuerRouter::Authenticate(std::string_view token) {
   }
   auto it = by_issuer_.find(iss->get<std::string>());
   if (it == by_issuer_.end()) {
-    return absl::NotFoundError(absl::StrCat("the JWT's issuer ", QuoteUntrusted(iss->get<std::string>()),
+    return absl::NotFoundError(absl::StrCat("the JWT's issuer ",
+                                            QuoteUntrusted(iss->get<std::string>()),
                                             " is not a configured OIDC issuer"));
   }
   return it->second->Authenticate(token);

@@ -1,6 +1,7 @@
-// IssuerRouter: one Authenticator over several OIDC issuers (say, the company's identity provider and the
-// cluster's service-account issuer). It reads the token's `iss` claim without trusting it, only to choose
-// the issuer's OidcAuthenticator, which then verifies everything (signature included).
+// IssuerRouter: one Authenticator over several OIDC issuers (say, the company's identity provider
+// and the cluster's service-account issuer). It reads the token's `iss` claim without trusting it,
+// only to choose the issuer's OidcAuthenticator, which then verifies everything (signature
+// included).
 //
 //   NOT_FOUND: not a JWT, or a JWT of an issuer that is not configured (a chain tries the next
 //              authenticator, e.g. static API tokens);

@@ -10,9 +10,9 @@ namespace falcon::auth {
 namespace {
 
 using nlohmann::json;
-using testing::TestKey;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::TestKey;
 
 class MapFetcher : public OidcFetcher {
  public:
@@ -40,11 +40,13 @@ class IssuerRouterTest : public ::testing::Test {
     router_ = std::move(*r);
   }
 
-  std::unique_ptr<OidcAuthenticator> Make(const std::string& issuer, TestKey* key, const std::string& user_claim) {
+  std::unique_ptr<OidcAuthenticator> Make(const std::string& issuer, TestKey* key,
+                                          const std::string& user_claim) {
     std::string base = issuer;
     if (base.back() == '/') base.pop_back();
     std::map<std::string, std::string> docs = {
-        {base + "/.well-known/openid-configuration", json{{"issuer", issuer}, {"jwks_uri", base + "/keys"}}.dump()},
+        {base + "/.well-known/openid-configuration",
+         json{{"issuer", issuer}, {"jwks_uri", base + "/keys"}}.dump()},
         {base + "/keys", testing::Jwks({key})}};
     OidcOptions o;
     o.issuer_url = issuer;
@@ -56,9 +58,13 @@ class IssuerRouterTest : public ::testing::Test {
   }
 
   json Claims(const std::string& iss) {
-    const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
-    return {{"iss", iss}, {"sub", "system:serviceaccount:falcon:runner"}, {"aud", "falcon"},
-            {"exp", now + 300}, {"email", "bob@example.com"}};
+    const int64_t now =
+        std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count();
+    return {{"iss", iss},
+            {"sub", "system:serviceaccount:falcon:runner"},
+            {"aud", "falcon"},
+            {"exp", now + 300},
+            {"email", "bob@example.com"}};
   }
 
   FakeClock clock_;
@@ -67,7 +73,8 @@ class IssuerRouterTest : public ::testing::Test {
 };
 
 TEST_F(IssuerRouterTest, PicksTheIssuerByIss) {
-  absl::StatusOr<Principal> p = router_->Authenticate(company_->Sign(Claims("https://login.example.com"), "RS256"));
+  absl::StatusOr<Principal> p =
+      router_->Authenticate(company_->Sign(Claims("https://login.example.com"), "RS256"));
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->username, "bob@example.com");
   EXPECT_EQ(p->authenticator, "https://login.example.com");
@@ -75,23 +82,28 @@ TEST_F(IssuerRouterTest, PicksTheIssuerByIss) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->username, "system:serviceaccount:falcon:runner");
   EXPECT_EQ(p->authenticator, "https://kubernetes.default.svc/");
-  EXPECT_THAT(router_->issuers(), ElementsAre("https://kubernetes.default.svc/", "https://login.example.com"));
+  EXPECT_THAT(router_->issuers(),
+              ElementsAre("https://kubernetes.default.svc/", "https://login.example.com"));
 }
 
 TEST_F(IssuerRouterTest, ATokenSignedByAnotherIssuersKeyIsRefused) {
-  // The cluster's key signs a token claiming the company issuer: the company's keys decide, and refuse.
-  absl::StatusOr<Principal> p =
-      router_->Authenticate(cluster_->Sign(Claims("https://login.example.com"), "ES256", {{"kid", "company-1"}}));
+  // The cluster's key signs a token claiming the company issuer: the company's keys decide, and
+  // refuse.
+  absl::StatusOr<Principal> p = router_->Authenticate(
+      cluster_->Sign(Claims("https://login.example.com"), "ES256", {{"kid", "company-1"}}));
   EXPECT_EQ(p.status().code(), absl::StatusCode::kUnauthenticated) << p.status();
 }
 
 TEST_F(IssuerRouterTest, UnknownIssuerOrNotAJwtIsNotFound) {
-  absl::StatusOr<Principal> p = router_->Authenticate(company_->Sign(Claims("https://other.example"), "RS256"));
+  absl::StatusOr<Principal> p =
+      router_->Authenticate(company_->Sign(Claims("https://other.example"), "RS256"));
   EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(std::string(p.status().message()), HasSubstr("'https://other.example' is not a configured OIDC issuer"));
+  EXPECT_THAT(std::string(p.status().message()),
+              HasSubstr("'https://other.example' is not a configured OIDC issuer"));
   json no_iss = Claims("x");
   no_iss.erase("iss");
-  EXPECT_EQ(router_->Authenticate(company_->Sign(no_iss, "RS256")).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(router_->Authenticate(company_->Sign(no_iss, "RS256")).status().code(),
+            absl::StatusCode::kNotFound);
   for (const std::string t : {"", "falcon_abcdef0123456789", "not.a.jwt", "eyJ0.eyJ0.x"}) {
     EXPECT_EQ(router_->Authenticate(t).status().code(), absl::StatusCode::kNotFound) << t;
   }

@@ -55,7 +55,8 @@ bool Base64UrlDecode(std::string_view in, std::string* out) {
 
 std::string QuoteUntrusted(std::string_view s) {
   std::string out = "'";
-  for (char c : s.substr(0, 100)) out.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c);
+  for (char c : s.substr(0, 100))
+    out.push_back(static_cast<unsigned char>(c) < 0x20 || c == 0x7f ? '?' : c);
   if (s.size() > 100) out += "...";
   out += "'";
   return out;
@@ -78,19 +79,22 @@ absl::StatusOr<UnverifiedJwt> DecodeUnverifiedJwt(std::string_view token, size_t
   if (!LooksLikeJwt(token)) return absl::NotFoundError("the bearer token is not a JWT");
   if (token.size() > max_bytes) {
     return absl::UnauthenticatedError(absl::StrCat("the token is ", token.size(),
-                                                   " bytes long, more than the limit of ", max_bytes,
-                                                   " bytes for a JWT"));
+                                                   " bytes long, more than the limit of ",
+                                                   max_bytes, " bytes for a JWT"));
   }
   size_t d1 = token.find('.');
   size_t d2 = token.find('.', d1 + 1);
   std::string header_json, claims_json;
   UnverifiedJwt jwt;
-  if (!Base64UrlDecode(token.substr(0, d1), &header_json) || !ParseObject(header_json, &jwt.header)) {
-    return absl::NotFoundError("the bearer token is not a JWT (its header is not a base64url JSON object)");
+  if (!Base64UrlDecode(token.substr(0, d1), &header_json) ||
+      !ParseObject(header_json, &jwt.header)) {
+    return absl::NotFoundError(
+        "the bearer token is not a JWT (its header is not a base64url JSON object)");
   }
   if (!Base64UrlDecode(token.substr(d1 + 1, d2 - d1 - 1), &claims_json) ||
       !ParseObject(claims_json, &jwt.claims)) {
-    return absl::NotFoundError("the bearer token is not a JWT (its payload is not a base64url JSON object)");
+    return absl::NotFoundError(
+        "the bearer token is not a JWT (its payload is not a base64url JSON object)");
   }
   return jwt;
 }

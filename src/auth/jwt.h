@@ -1,14 +1,13 @@
-// The unverified parts of a JSON Web Token (RFC 7519) in compact JWS form: header and claims decoded, the
-// signature not checked. For routing (which issuer?) and for words in error messages only; nothing read
-// here may be trusted before the token's signature verifies (OidcAuthenticator does that with libcjose).
-// Pure functions, thread-safe.
+// The unverified parts of a JSON Web Token (RFC 7519) in compact JWS form: header and claims
+// decoded, the signature not checked. For routing (which issuer?) and for words in error messages
+// only; nothing read here may be trusted before the token's signature verifies (OidcAuthenticator
+// does that with libcjose). Pure functions, thread-safe.
 #pragma once
 
 #include <cstddef>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/statusor.h"
 
@@ -19,17 +18,17 @@ struct UnverifiedJwt {
   nlohmann::json claims;  // a JSON object
 };
 
-// True when `token` has the shape of a compact JWS (three base64url parts, the first starting "eyJ", the
-// encoding of '{"'). Cheap; looks at no more than the characters.
+// True when `token` has the shape of a compact JWS (three base64url parts, the first starting
+// "eyJ", the encoding of '{"'). Cheap; looks at no more than the characters.
 bool LooksLikeJwt(std::string_view token);
 
-// Decodes header and claims. NOT_FOUND when `token` is not a compact JWS whose header and payload are JSON
-// objects (so a chain can try a non-JWT authenticator); UNAUTHENTICATED naming the limit when it is longer
-// than `max_bytes` but looks like a JWT. The message never contains the token.
+// Decodes header and claims. NOT_FOUND when `token` is not a compact JWS whose header and payload
+// are JSON objects (so a chain can try a non-JWT authenticator); UNAUTHENTICATED naming the limit
+// when it is longer than `max_bytes` but looks like a JWT. The message never contains the token.
 absl::StatusOr<UnverifiedJwt> DecodeUnverifiedJwt(std::string_view token, size_t max_bytes);
 
-// `s` quoted for an error message: at most 100 characters, control characters replaced by '?'. For values
-// read from an untrusted token or document.
+// `s` quoted for an error message: at most 100 characters, control characters replaced by '?'. For
+// values read from an untrusted token or document.
 std::string QuoteUntrusted(std::string_view s);
 
 // Decodes base64url without padding (RFC 7515 section 2). False for anything else.

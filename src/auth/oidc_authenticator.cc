@@ -6,9 +6,8 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -25,7 +24,8 @@ constexpr const char* kKnownAlgorithms[] = {"RS256", "RS384", "RS512", "PS256", 
 constexpr size_t kMaxCaFileBytes = 1u << 20;
 
 bool IsKnownAlgorithm(std::string_view alg) {
-  return std::find(std::begin(kKnownAlgorithms), std::end(kKnownAlgorithms), alg) != std::end(kKnownAlgorithms);
+  return std::find(std::begin(kKnownAlgorithms), std::end(kKnownAlgorithms), alg) !=
+         std::end(kKnownAlgorithms);
 }
 
 std::string Quoted(std::string_view s) { return QuoteUntrusted(s); }
@@ -46,7 +46,8 @@ absl::StatusOr<bool> TimeClaim(const json& claims, const char* name, double* out
   auto it = claims.find(name);
   if (it == claims.end()) return false;
   if (!it->is_number() || !std::isfinite(it->get<double>())) {
-    return absl::UnauthenticatedError(absl::StrCat("the token's '", name, "' claim is not a number of seconds"));
+    return absl::UnauthenticatedError(
+        absl::StrCat("the token's '", name, "' claim is not a number of seconds"));
   }
   *out = it->get<double>();
   return true;
@@ -90,42 +91,50 @@ struct OidcAuthenticator::KeySet {
 absl::Status ValidateOidcOptions(const OidcOptions& o) {
   if (o.issuer_url.empty()) return absl::InvalidArgumentError("the OIDC issuer URL is empty");
   if (!HttpsUrlWithHost(o.issuer_url)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "the OIDC issuer URL ", Quoted(o.issuer_url),
-        " must be an https:// URL with a host and no user, query or fragment (as the tokens' 'iss' says it)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the OIDC issuer URL ", Quoted(o.issuer_url),
+                     " must be an https:// URL with a host and no user, query or fragment (as the "
+                     "tokens' 'iss' says it)"));
   }
   if (o.audiences.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("OIDC issuer ", o.issuer_url,
-                                                   ": at least one accepted audience is needed"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("OIDC issuer ", o.issuer_url, ": at least one accepted audience is needed"));
   }
   for (const auto& a : o.audiences) {
-    if (a.empty()) return absl::InvalidArgumentError(absl::StrCat("OIDC issuer ", o.issuer_url, ": an audience is empty"));
+    if (a.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat("OIDC issuer ", o.issuer_url, ": an audience is empty"));
   }
   if (o.username_claim.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("OIDC issuer ", o.issuer_url, ": the username claim is empty"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("OIDC issuer ", o.issuer_url, ": the username claim is empty"));
   }
   if (o.algorithms.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("OIDC issuer ", o.issuer_url, ": no signature algorithm is accepted"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("OIDC issuer ", o.issuer_url, ": no signature algorithm is accepted"));
   }
   for (const auto& alg : o.algorithms) {
     if (!IsKnownAlgorithm(alg)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "OIDC issuer ", o.issuer_url, ": signature algorithm ", Quoted(alg), " is not supported (supported: ",
-          absl::StrJoin(kKnownAlgorithms, ", "), "; 'none' and the shared-secret HS* never are)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("OIDC issuer ", o.issuer_url, ": signature algorithm ", Quoted(alg),
+                       " is not supported (supported: ", absl::StrJoin(kKnownAlgorithms, ", "),
+                       "; 'none' and the shared-secret HS* never are)"));
     }
   }
   if (o.clock_skew.count() < 0 || o.clock_skew > std::chrono::minutes(10)) {
-    return absl::InvalidArgumentError(absl::StrCat("OIDC issuer ", o.issuer_url, ": the clock skew must be 0 to 600 s"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("OIDC issuer ", o.issuer_url, ": the clock skew must be 0 to 600 s"));
   }
   if (o.max_token_bytes == 0 || o.max_document_bytes == 0 || o.fetch_timeout.count() <= 0 ||
       o.jwks_refetch_interval.count() < 0 || o.jwks_max_age.count() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("OIDC issuer ", o.issuer_url,
-                                                   ": the size, time and refetch bounds must be positive"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "OIDC issuer ", o.issuer_url, ": the size, time and refetch bounds must be positive"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<OidcAuthenticator>> OidcAuthenticator::Create(OidcOptions options, Clock& clock) {
+absl::StatusOr<std::unique_ptr<OidcAuthenticator>> OidcAuthenticator::Create(OidcOptions options,
+                                                                             Clock& clock) {
   if (absl::Status s = ValidateOidcOptions(options); !s.ok()) return s;
   HttpOidcFetcherOptions fo;
   fo.timeout = options.fetch_timeout;
@@ -133,34 +142,37 @@ absl::StatusOr<std::unique_ptr<OidcAuthenticator>> OidcAuthenticator::Create(Oid
   if (!options.ca_file.empty()) {
     std::ifstream in(options.ca_file, std::ios::binary);
     if (!in) {
-      return absl::InvalidArgumentError(absl::StrCat("OIDC issuer ", options.issuer_url, ": cannot read the CA file ",
-                                                     options.ca_file));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "OIDC issuer ", options.issuer_url, ": cannot read the CA file ", options.ca_file));
     }
     std::string pem(kMaxCaFileBytes + 1, '\0');
     in.read(pem.data(), static_cast<std::streamsize>(pem.size()));
     pem.resize(static_cast<size_t>(in.gcount()));
     if (pem.size() > kMaxCaFileBytes) {
-      return absl::InvalidArgumentError(absl::StrCat("OIDC issuer ", options.issuer_url, ": the CA file ",
-                                                     options.ca_file, " is larger than ", kMaxCaFileBytes, " bytes"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("OIDC issuer ", options.issuer_url, ": the CA file ", options.ca_file,
+                       " is larger than ", kMaxCaFileBytes, " bytes"));
     }
     if (pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("OIDC issuer ", options.issuer_url, ": the CA file ",
-                                                     options.ca_file, " holds no PEM certificate"));
+      return absl::InvalidArgumentError(absl::StrCat("OIDC issuer ", options.issuer_url,
+                                                     ": the CA file ", options.ca_file,
+                                                     " holds no PEM certificate"));
     }
     fo.ca_pem = std::move(pem);
   }
   return Create(std::move(options), NewHttpOidcFetcher(std::move(fo)), clock);
 }
 
-absl::StatusOr<std::unique_ptr<OidcAuthenticator>> OidcAuthenticator::Create(OidcOptions options,
-                                                                             std::unique_ptr<OidcFetcher> fetcher,
-                                                                             Clock& clock) {
+absl::StatusOr<std::unique_ptr<OidcAuthenticator>> OidcAuthenticator::Create(
+    OidcOptions options, std::unique_ptr<OidcFetcher> fetcher, Clock& clock) {
   if (absl::Status s = ValidateOidcOptions(options); !s.ok()) return s;
   if (fetcher == nullptr) return absl::InvalidArgumentError("OidcAuthenticator needs a fetcher");
-  return std::unique_ptr<OidcAuthenticator>(new OidcAuthenticator(std::move(options), std::move(fetcher), clock));
+  return std::unique_ptr<OidcAuthenticator>(
+      new OidcAuthenticator(std::move(options), std::move(fetcher), clock));
 }
 
-OidcAuthenticator::OidcAuthenticator(OidcOptions options, std::unique_ptr<OidcFetcher> fetcher, Clock& clock)
+OidcAuthenticator::OidcAuthenticator(OidcOptions options, std::unique_ptr<OidcFetcher> fetcher,
+                                     Clock& clock)
     : options_(std::move(options)), fetcher_(std::move(fetcher)), clock_(clock) {}
 
 OidcAuthenticator::~OidcAuthenticator() = default;
@@ -180,25 +192,29 @@ absl::StatusOr<std::string> OidcAuthenticator::JwksUriLocked() {
   const std::string url = base + "/.well-known/openid-configuration";
   absl::StatusOr<std::string> body = fetcher_->Get(url);
   if (!body.ok()) {
-    return absl::UnavailableError(absl::StrCat("cannot fetch the discovery document of OIDC issuer ",
-                                               options_.issuer_url, ": ", body.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot fetch the discovery document of OIDC issuer ", options_.issuer_url,
+                     ": ", body.status().message()));
   }
   if (body->size() > options_.max_document_bytes) {
-    return absl::UnavailableError(absl::StrCat("the discovery document at ", url, " is ", body->size(),
-                                               " bytes, more than the limit of ", options_.max_document_bytes));
+    return absl::UnavailableError(absl::StrCat("the discovery document at ", url, " is ",
+                                               body->size(), " bytes, more than the limit of ",
+                                               options_.max_document_bytes));
   }
   json doc = json::parse(*body, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object()) {
-    return absl::UnavailableError(absl::StrCat("the discovery document at ", url, " is not a JSON object"));
+    return absl::UnavailableError(
+        absl::StrCat("the discovery document at ", url, " is not a JSON object"));
   }
   auto iss = doc.find("issuer");
   if (iss == doc.end() || !iss->is_string()) {
-    return absl::UnavailableError(absl::StrCat("the discovery document at ", url, " has no 'issuer'"));
+    return absl::UnavailableError(
+        absl::StrCat("the discovery document at ", url, " has no 'issuer'"));
   }
   if (iss->get<std::string>() != options_.issuer_url) {
-    return absl::UnavailableError(absl::StrCat("the discovery document at ", url, " names issuer ",
-                                               Quoted(iss->get<std::string>()), ", not the configured ",
-                                               Quoted(options_.issuer_url), " (they must be equal exactly)"));
+    return absl::UnavailableError(absl::StrCat(
+        "the discovery document at ", url, " names issuer ", Quoted(iss->get<std::string>()),
+        ", not the configured ", Quoted(options_.issuer_url), " (they must be equal exactly)"));
   }
   auto jwks = doc.find("jwks_uri");
   if (jwks == doc.end() || !jwks->is_string() || !HttpsUrlWithHost(jwks->get<std::string>())) {
@@ -228,16 +244,19 @@ absl::Status OidcAuthenticator::FetchKeysLocked() {
   };
   absl::StatusOr<std::string> body = fetcher_->Get(*uri);
   if (!body.ok()) {
-    return fail(absl::UnavailableError(absl::StrCat("cannot fetch the signing keys (JWKS) of OIDC issuer ",
-                                                    options_.issuer_url, ": ", body.status().message())));
+    return fail(
+        absl::UnavailableError(absl::StrCat("cannot fetch the signing keys (JWKS) of OIDC issuer ",
+                                            options_.issuer_url, ": ", body.status().message())));
   }
   if (body->size() > options_.max_document_bytes) {
     return fail(absl::UnavailableError(absl::StrCat("the JWKS at ", *uri, " is ", body->size(),
-                                                    " bytes, more than the limit of ", options_.max_document_bytes)));
+                                                    " bytes, more than the limit of ",
+                                                    options_.max_document_bytes)));
   }
   json doc = json::parse(*body, nullptr, /*allow_exceptions=*/false);
   if (!doc.is_object() || !doc.contains("keys") || !doc["keys"].is_array()) {
-    return fail(absl::UnavailableError(absl::StrCat("the JWKS at ", *uri, " is not a JSON object with a 'keys' list")));
+    return fail(absl::UnavailableError(
+        absl::StrCat("the JWKS at ", *uri, " is not a JSON object with a 'keys' list")));
   }
   auto set = std::make_shared<KeySet>();
   set->url = *uri;
@@ -249,7 +268,8 @@ absl::Status OidcAuthenticator::FetchKeysLocked() {
     std::string name = kid.empty() ? "a key without kid" : "key " + Quoted(kid);
     if (k.contains("use") && k["use"] != "sig") continue;  // an encryption key
     if (kty != "RSA" && kty != "EC") {
-      skipped.push_back(absl::StrCat(name, ": kty ", Quoted(kty), " (only RSA and EC keys are used)"));
+      skipped.push_back(
+          absl::StrCat(name, ": kty ", Quoted(kty), " (only RSA and EC keys are used)"));
       continue;
     }
     if (kid.empty()) {
@@ -301,7 +321,8 @@ absl::Status OidcAuthenticator::Refresh() {
   return FetchKeysLocked();
 }
 
-absl::StatusOr<std::shared_ptr<const OidcAuthenticator::KeySet>> OidcAuthenticator::KeysFor(const std::string& kid) {
+absl::StatusOr<std::shared_ptr<const OidcAuthenticator::KeySet>> OidcAuthenticator::KeysFor(
+    const std::string& kid) {
   auto usable = [&](const std::shared_ptr<const KeySet>& set, MonoTime now, bool* fresh) {
     *fresh = set != nullptr && now - set->fetched_at < options_.jwks_max_age;
     return set != nullptr && set->Find(kid) != nullptr;
@@ -321,16 +342,17 @@ absl::StatusOr<std::shared_ptr<const OidcAuthenticator::KeySet>> OidcAuthenticat
     if (has && fresh) return current;  // another thread fetched meanwhile
     if (attempted_ && now - last_attempt_ < options_.jwks_refetch_interval) {
       if (has) return current;  // old, but refetching has to wait
-      const auto ago = std::chrono::duration_cast<std::chrono::seconds>(now - last_attempt_).count();
+      const auto ago =
+          std::chrono::duration_cast<std::chrono::seconds>(now - last_attempt_).count();
       if (current == nullptr || !last_error_.ok()) {
-        return absl::UnavailableError(absl::StrCat(
-            last_error_.message(), " (tried ", ago, " s ago; retried at most once per ",
-            options_.jwks_refetch_interval.count(), " s)"));
+        return absl::UnavailableError(absl::StrCat(last_error_.message(), " (tried ", ago,
+                                                   " s ago; retried at most once per ",
+                                                   options_.jwks_refetch_interval.count(), " s)"));
       }
       return absl::UnauthenticatedError(absl::StrCat(
-          "the token's key ", Quoted(kid), " is not among the signing keys of OIDC issuer ", options_.issuer_url,
-          " (JWKS fetched ", ago, " s ago from ", current->url, "; refetched at most once per ",
-          options_.jwks_refetch_interval.count(), " s)"));
+          "the token's key ", Quoted(kid), " is not among the signing keys of OIDC issuer ",
+          options_.issuer_url, " (JWKS fetched ", ago, " s ago from ", current->url,
+          "; refetched at most once per ", options_.jwks_refetch_interval.count(), " s)"));
     }
     attempted_ = true;
     last_attempt_ = now;
@@ -346,10 +368,9 @@ absl::StatusOr<std::shared_ptr<const OidcAuthenticator::KeySet>> OidcAuthenticat
     return s;
   }
   if (!has) {
-    return absl::UnauthenticatedError(absl::StrCat("the token's key ", Quoted(kid),
-                                                   " is not among the signing keys of OIDC issuer ",
-                                                   options_.issuer_url, " (JWKS just fetched from ", current->url,
-                                                   ")"));
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the token's key ", Quoted(kid), " is not among the signing keys of OIDC issuer ",
+        options_.issuer_url, " (JWKS just fetched from ", current->url, ")"));
   }
   return current;
 }
@@ -366,23 +387,29 @@ absl::StatusOr<Principal> OidcAuthenticator::Authenticate(std::string_view token
   }
   const std::string alg = alg_it->get<std::string>();
   if (alg == "none" || alg == "None" || alg == "NONE") {
-    return absl::UnauthenticatedError("the token is unsigned (alg 'none'), which is never accepted");
+    return absl::UnauthenticatedError(
+        "the token is unsigned (alg 'none'), which is never accepted");
   }
   if (alg.rfind("HS", 0) == 0) {
-    return absl::UnauthenticatedError(absl::StrCat("the token's alg ", Quoted(alg),
-                                                   " is a shared-secret MAC, which is never accepted; the issuer "
-                                                   "must sign with an asymmetric key"));
+    return absl::UnauthenticatedError(
+        absl::StrCat("the token's alg ", Quoted(alg),
+                     " is a shared-secret MAC, which is never accepted; the issuer "
+                     "must sign with an asymmetric key"));
   }
-  if (std::find(options_.algorithms.begin(), options_.algorithms.end(), alg) == options_.algorithms.end()) {
-    return absl::UnauthenticatedError(absl::StrCat("the token's alg ", Quoted(alg), " is not accepted (accepted: ",
-                                                   absl::StrJoin(options_.algorithms, ", "), ")"));
+  if (std::find(options_.algorithms.begin(), options_.algorithms.end(), alg) ==
+      options_.algorithms.end()) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the token's alg ", Quoted(alg),
+        " is not accepted (accepted: ", absl::StrJoin(options_.algorithms, ", "), ")"));
   }
   if (header.contains("crit")) {
-    return absl::UnauthenticatedError("the token's header has critical extensions ('crit'), which are not supported");
+    return absl::UnauthenticatedError(
+        "the token's header has critical extensions ('crit'), which are not supported");
   }
   auto kid_it = header.find("kid");
   if (kid_it == header.end() || !kid_it->is_string() || kid_it->get<std::string>().empty()) {
-    return absl::UnauthenticatedError("the token's header has no 'kid' naming the issuer's key that signed it");
+    return absl::UnauthenticatedError(
+        "the token's header has no 'kid' naming the issuer's key that signed it");
   }
   const std::string kid = kid_it->get<std::string>();
 
@@ -392,16 +419,18 @@ absl::StatusOr<Principal> OidcAuthenticator::Authenticate(std::string_view token
     return absl::UnauthenticatedError("the token has no 'iss' (issuer) claim");
   }
   if (iss_it->get<std::string>() != options_.issuer_url) {
-    return absl::UnauthenticatedError(absl::StrCat("the token's issuer is ", Quoted(iss_it->get<std::string>()),
+    return absl::UnauthenticatedError(absl::StrCat("the token's issuer is ",
+                                                   Quoted(iss_it->get<std::string>()),
                                                    ", expected ", Quoted(options_.issuer_url)));
   }
 
   // The signature, by libcjose.
   cjose_err err{};
-  std::unique_ptr<cjose_jws_t, void (*)(cjose_jws_t*)> jws(cjose_jws_import(token.data(), token.size(), &err),
-                                                           &cjose_jws_release);
+  std::unique_ptr<cjose_jws_t, void (*)(cjose_jws_t*)> jws(
+      cjose_jws_import(token.data(), token.size(), &err), &cjose_jws_release);
   if (jws == nullptr) {
-    return absl::UnauthenticatedError(absl::StrCat("the token is not a valid JWS: ", CjoseMessage(err)));
+    return absl::UnauthenticatedError(
+        absl::StrCat("the token is not a valid JWS: ", CjoseMessage(err)));
   }
   // The header libcjose verifies with must say what ours said (no duplicate-member tricks).
   cjose_header_t* protected_header = cjose_jws_get_protected(jws.get());
@@ -416,8 +445,9 @@ absl::StatusOr<Principal> OidcAuthenticator::Authenticate(std::string_view token
   const OidcKey& key = *(*keys)->Find(kid);
   const bool rsa_alg = alg[0] == 'R' || alg[0] == 'P';
   if (rsa_alg && key.kty != CJOSE_JWK_KTY_RSA) {
-    return absl::UnauthenticatedError(absl::StrCat("the token's alg ", Quoted(alg), " needs an RSA key, but key ",
-                                                   Quoted(kid), " of the issuer is not one"));
+    return absl::UnauthenticatedError(absl::StrCat("the token's alg ", Quoted(alg),
+                                                   " needs an RSA key, but key ", Quoted(kid),
+                                                   " of the issuer is not one"));
   }
   if (!rsa_alg) {
     const cjose_jwk_ec_curve want = alg == "ES256"   ? CJOSE_JWK_EC_P_256
@@ -425,28 +455,33 @@ absl::StatusOr<Principal> OidcAuthenticator::Authenticate(std::string_view token
                                                      : CJOSE_JWK_EC_P_521;
     if (key.kty != CJOSE_JWK_KTY_EC || key.curve != want) {
       return absl::UnauthenticatedError(absl::StrCat("the token's alg ", Quoted(alg),
-                                                     " needs an EC key on its curve, but key ", Quoted(kid),
-                                                     " of the issuer is not one"));
+                                                     " needs an EC key on its curve, but key ",
+                                                     Quoted(kid), " of the issuer is not one"));
     }
   }
   if (!key.alg.empty() && key.alg != alg) {
-    return absl::UnauthenticatedError(absl::StrCat("the token's alg ", Quoted(alg), " is not the alg ",
-                                                   Quoted(key.alg), " of the issuer's key ", Quoted(kid)));
+    return absl::UnauthenticatedError(absl::StrCat("the token's alg ", Quoted(alg),
+                                                   " is not the alg ", Quoted(key.alg),
+                                                   " of the issuer's key ", Quoted(kid)));
   }
   if (!cjose_jws_verify(jws.get(), key.jwk, &err)) {
-    return absl::UnauthenticatedError(absl::StrCat("the token's signature does not verify with the issuer's key ",
-                                                   Quoted(kid)));
+    return absl::UnauthenticatedError(
+        absl::StrCat("the token's signature does not verify with the issuer's key ", Quoted(kid)));
   }
   uint8_t* plain = nullptr;
   size_t plain_len = 0;
   if (!cjose_jws_get_plaintext(jws.get(), &plain, &plain_len, &err)) {
-    return absl::UnauthenticatedError(absl::StrCat("the token's payload cannot be read: ", CjoseMessage(err)));
+    return absl::UnauthenticatedError(
+        absl::StrCat("the token's payload cannot be read: ", CjoseMessage(err)));
   }
   // From here on, only the verified payload is read.
-  json claims = json::parse(std::string(reinterpret_cast<const char*>(plain), plain_len), nullptr, false);
-  if (!claims.is_object()) return absl::UnauthenticatedError("the token's payload is not a JSON object");
+  json claims =
+      json::parse(std::string(reinterpret_cast<const char*>(plain), plain_len), nullptr, false);
+  if (!claims.is_object())
+    return absl::UnauthenticatedError("the token's payload is not a JSON object");
   if (claims.value("iss", json()) != options_.issuer_url) {
-    return absl::UnauthenticatedError(absl::StrCat("the token's issuer is not ", Quoted(options_.issuer_url)));
+    return absl::UnauthenticatedError(
+        absl::StrCat("the token's issuer is not ", Quoted(options_.issuer_url)));
   }
 
   // Time.
@@ -458,25 +493,24 @@ absl::StatusOr<Principal> OidcAuthenticator::Authenticate(std::string_view token
   if (!has.ok()) return has.status();
   if (!*has) return absl::UnauthenticatedError("the token has no 'exp' (expiry) claim");
   if (now_s > exp + skew) {
-    return absl::UnauthenticatedError(absl::StrCat("the token expired at ", FormatRfc3339Seconds(FromNumericDate(exp)),
-                                                   " (now ", FormatRfc3339Seconds(now), ", clock skew allowed ",
-                                                   options_.clock_skew.count(), " s)"));
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the token expired at ", FormatRfc3339Seconds(FromNumericDate(exp)), " (now ",
+        FormatRfc3339Seconds(now), ", clock skew allowed ", options_.clock_skew.count(), " s)"));
   }
   has = TimeClaim(claims, "nbf", &nbf);
   if (!has.ok()) return has.status();
   if (*has && now_s + skew < nbf) {
-    return absl::UnauthenticatedError(absl::StrCat("the token is not valid before ",
-                                                   FormatRfc3339Seconds(FromNumericDate(nbf)), " (now ",
-                                                   FormatRfc3339Seconds(now), ", clock skew allowed ",
-                                                   options_.clock_skew.count(), " s)"));
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the token is not valid before ", FormatRfc3339Seconds(FromNumericDate(nbf)), " (now ",
+        FormatRfc3339Seconds(now), ", clock skew allowed ", options_.clock_skew.count(), " s)"));
   }
   has = TimeClaim(claims, "iat", &iat);
   if (!has.ok()) return has.status();
   if (*has && now_s + skew < iat) {
-    return absl::UnauthenticatedError(absl::StrCat("the token was issued in the future, at ",
-                                                   FormatRfc3339Seconds(FromNumericDate(iat)), " (now ",
-                                                   FormatRfc3339Seconds(now), ", clock skew allowed ",
-                                                   options_.clock_skew.count(), " s)"));
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the token was issued in the future, at ", FormatRfc3339Seconds(FromNumericDate(iat)),
+        " (now ", FormatRfc3339Seconds(now), ", clock skew allowed ", options_.clock_skew.count(),
+        " s)"));
   }
 
   // Audience.
@@ -486,15 +520,20 @@ absl::StatusOr<Principal> OidcAuthenticator::Authenticate(std::string_view token
     auds.push_back(aud_it->get<std::string>());
   } else if (aud_it != claims.end() && aud_it->is_array()) {
     for (const json& a : *aud_it) {
-      if (!a.is_string()) return absl::UnauthenticatedError("the token's 'aud' claim holds a value that is not a string");
+      if (!a.is_string())
+        return absl::UnauthenticatedError(
+            "the token's 'aud' claim holds a value that is not a string");
       auds.push_back(a.get<std::string>());
     }
   } else if (aud_it != claims.end()) {
-    return absl::UnauthenticatedError("the token's 'aud' claim is neither a string nor a list of strings");
+    return absl::UnauthenticatedError(
+        "the token's 'aud' claim is neither a string nor a list of strings");
   }
   bool aud_ok = false;
   for (const auto& a : auds) {
-    if (std::find(options_.audiences.begin(), options_.audiences.end(), a) != options_.audiences.end()) aud_ok = true;
+    if (std::find(options_.audiences.begin(), options_.audiences.end(), a) !=
+        options_.audiences.end())
+      aud_ok = true;
   }
   if (!aud_ok) {
     std::vector<std::string> shown;
@@ -503,7 +542,8 @@ absl::StatusOr<Principal> OidcAuthenticator::Authenticate(std::string_view token
     std::vector<std::string> want;
     for (const auto& a : options_.audiences) want.push_back(Quoted(a));
     return absl::UnauthenticatedError(absl::StrCat(
-        "the token's audience is ", auds.empty() ? std::string("missing") : "[" + absl::StrJoin(shown, ", ") + "]",
+        "the token's audience is ",
+        auds.empty() ? std::string("missing") : "[" + absl::StrJoin(shown, ", ") + "]",
         ", expected ", want.size() == 1 ? want[0] : "one of " + absl::StrJoin(want, ", ")));
   }
 
@@ -513,12 +553,14 @@ absl::StatusOr<Principal> OidcAuthenticator::Authenticate(std::string_view token
   auto user_it = claims.find(options_.username_claim);
   if (user_it == claims.end() || !user_it->is_string() || user_it->get<std::string>().empty()) {
     return absl::UnauthenticatedError(absl::StrCat("the token has no non-empty string claim ",
-                                                   Quoted(options_.username_claim), " (the username claim)"));
+                                                   Quoted(options_.username_claim),
+                                                   " (the username claim)"));
   }
   if (options_.username_claim == "email" && claims.contains("email_verified")) {
     const json& v = claims["email_verified"];
     if (!v.is_boolean() || !v.get<bool>()) {
-      return absl::UnauthenticatedError("the token's email is not verified ('email_verified' is not true)");
+      return absl::UnauthenticatedError(
+          "the token's email is not verified ('email_verified' is not true)");
     }
   }
   p.username = options_.username_prefix + user_it->get<std::string>();
@@ -529,13 +571,15 @@ absl::StatusOr<Principal> OidcAuthenticator::Authenticate(std::string_view token
     } else if (g != claims.end() && g->is_array()) {
       for (const json& v : *g) {
         if (!v.is_string()) {
-          return absl::UnauthenticatedError(absl::StrCat("the token's groups claim ", Quoted(options_.groups_claim),
+          return absl::UnauthenticatedError(absl::StrCat("the token's groups claim ",
+                                                         Quoted(options_.groups_claim),
                                                          " holds a value that is not a string"));
         }
         p.groups.push_back(options_.groups_prefix + v.get<std::string>());
       }
     } else if (g != claims.end() && !g->is_null()) {
-      return absl::UnauthenticatedError(absl::StrCat("the token's groups claim ", Quoted(options_.groups_claim),
+      return absl::UnauthenticatedError(absl::StrCat("the token's groups claim ",
+                                                     Quoted(options_.groups_claim),
                                                      " is neither a string nor a list of strings"));
     }
   }
@@ -547,7 +591,8 @@ absl::StatusOr<Principal> OidcAuthenticator::Authenticate(std::string_view token
     }
     if (ns.empty()) {
       return absl::UnauthenticatedError(
-          "the token is not a Kubernetes service-account token (no 'kubernetes.io' namespace claim)");
+          "the token is not a Kubernetes service-account token (no 'kubernetes.io' namespace "
+          "claim)");
     }
     p.groups.push_back("system:serviceaccounts");
     p.groups.push_back("system:serviceaccounts:" + ns);

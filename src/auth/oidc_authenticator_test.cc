@@ -1,5 +1,5 @@
-// OidcAuthenticator against documents served from memory (a fake OidcFetcher) and a FakeClock; keys made
-// with OpenSSL, tokens signed with libcjose (auth/testing/test_tokens.h).
+// OidcAuthenticator against documents served from memory (a fake OidcFetcher) and a FakeClock; keys
+// made with OpenSSL, tokens signed with libcjose (auth/testing/test_tokens.h).
 #include "auth/oidc_authenticator.h"
 
 #include <gmock/gmock.h>
@@ -17,11 +17,11 @@ namespace {
 
 using nlohmann::json;
 using testing::Base64UrlEncode;
-using testing::Jwks;
-using testing::TestKey;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using testing::Jwks;
 using ::testing::Not;
+using testing::TestKey;
 
 constexpr char kIssuer[] = "https://issuer.example";
 constexpr char kDiscovery[] = "https://issuer.example/.well-known/openid-configuration";
@@ -49,7 +49,9 @@ class FakeFetcher : public OidcFetcher {
 };
 
 std::string Discovery(const std::string& issuer, const std::string& jwks_uri) {
-  return json{{"issuer", issuer}, {"jwks_uri", jwks_uri}, {"id_token_signing_alg_values_supported", {"RS256"}}}
+  return json{{"issuer", issuer},
+              {"jwks_uri", jwks_uri},
+              {"id_token_signing_alg_values_supported", {"RS256"}}}
       .dump();
 }
 
@@ -92,12 +94,21 @@ class OidcAuthenticatorTest : public ::testing::Test {
     return *auth_;
   }
 
-  int64_t Now() { return std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch()).count(); }
+  int64_t Now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(clock_.Now().time_since_epoch())
+        .count();
+  }
 
   json Claims() {
-    return {{"iss", kIssuer},   {"sub", "user-123"}, {"aud", "falcon"},
-            {"exp", Now() + 600}, {"iat", Now()},     {"nbf", Now()},
-            {"email", "alice@example.com"}, {"email_verified", true}, {"groups", {"admins", "team-a"}}};
+    return {{"iss", kIssuer},
+            {"sub", "user-123"},
+            {"aud", "falcon"},
+            {"exp", Now() + 600},
+            {"iat", Now()},
+            {"nbf", Now()},
+            {"email", "alice@example.com"},
+            {"email_verified", true},
+            {"groups", {"admins", "team-a"}}};
   }
 
   // Authenticates and expects `code` with a message containing `words`, never the token.
@@ -148,19 +159,23 @@ TEST_F(OidcAuthenticatorTest, AcceptsAValidEs256Token) {
 
 TEST_F(OidcAuthenticatorTest, Ps256OnlyWhenConfigured) {
   const std::string token = rsa_->Sign(Claims(), "PS256");
-  ExpectRefused(token, absl::StatusCode::kUnauthenticated, "alg 'PS256' is not accepted (accepted: RS256, ES256)");
+  ExpectRefused(token, absl::StatusCode::kUnauthenticated,
+                "alg 'PS256' is not accepted (accepted: RS256, ES256)");
   auth_.reset();
   options_.algorithms = {"PS256"};
   absl::StatusOr<Principal> p = Auth().Authenticate(token);
   ASSERT_TRUE(p.ok()) << p.status();
-  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnauthenticated, "accepted: PS256");
+  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnauthenticated,
+                "accepted: PS256");
 }
 
 TEST_F(OidcAuthenticatorTest, RefusesAnExpiredToken) {
   json c = Claims();
   c["exp"] = Now() - 61;
-  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated, "the token expired at ");
-  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated, "clock skew allowed 60 s");
+  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated,
+                "the token expired at ");
+  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated,
+                "clock skew allowed 60 s");
 }
 
 TEST_F(OidcAuthenticatorTest, ExpiryAllowsTheClockSkew) {
@@ -185,7 +200,8 @@ TEST_F(OidcAuthenticatorTest, RefusesATokenWithoutExpiry) {
   c.erase("exp");
   ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated, "no 'exp'");
   c["exp"] = "tomorrow";
-  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated, "'exp' claim is not a number");
+  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated,
+                "'exp' claim is not a number");
 }
 
 TEST_F(OidcAuthenticatorTest, RefusesATokenNotYetValid) {
@@ -219,7 +235,8 @@ TEST_F(OidcAuthenticatorTest, AcceptsAnyConfiguredAudience) {
   c["aud"] = "falcon-cli";
   EXPECT_TRUE(Auth().Authenticate(rsa_->Sign(c, "RS256")).ok());
   c["aud"] = "x";
-  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated, "expected one of 'falcon', 'falcon-cli'");
+  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated,
+                "expected one of 'falcon', 'falcon-cli'");
 }
 
 TEST_F(OidcAuthenticatorTest, RefusesTheWrongIssuer) {
@@ -233,8 +250,10 @@ TEST_F(OidcAuthenticatorTest, RefusesTheWrongIssuer) {
 }
 
 TEST_F(OidcAuthenticatorTest, RefusesAlgNone) {
-  ExpectRefused(testing::UnsignedToken(Claims(), "rsa-1"), absl::StatusCode::kUnauthenticated, "alg 'none'");
-  ExpectRefused(testing::UnsignedToken(Claims(), ""), absl::StatusCode::kUnauthenticated, "alg 'none'");
+  ExpectRefused(testing::UnsignedToken(Claims(), "rsa-1"), absl::StatusCode::kUnauthenticated,
+                "alg 'none'");
+  ExpectRefused(testing::UnsignedToken(Claims(), ""), absl::StatusCode::kUnauthenticated,
+                "alg 'none'");
   // Even when the operator lists it, the options refuse it.
   options_.algorithms = {"none"};
   EXPECT_EQ(ValidateOidcOptions(options_).code(), absl::StatusCode::kInvalidArgument);
@@ -242,8 +261,8 @@ TEST_F(OidcAuthenticatorTest, RefusesAlgNone) {
 
 TEST_F(OidcAuthenticatorTest, RefusesHs256WithThePublicKeyAsSecret) {
   // The classic confusion attack: the RSA public key (public knowledge) as an HMAC secret.
-  ExpectRefused(testing::SignHs256(Claims(), rsa_->PublicKeyDer(), "rsa-1"), absl::StatusCode::kUnauthenticated,
-                "shared-secret MAC");
+  ExpectRefused(testing::SignHs256(Claims(), rsa_->PublicKeyDer(), "rsa-1"),
+                absl::StatusCode::kUnauthenticated, "shared-secret MAC");
   ExpectRefused(testing::SignHs256(Claims(), rsa_->PublicJwk().dump(), "rsa-1"),
                 absl::StatusCode::kUnauthenticated, "shared-secret MAC");
   options_.algorithms = {"HS256"};
@@ -252,17 +271,18 @@ TEST_F(OidcAuthenticatorTest, RefusesHs256WithThePublicKeyAsSecret) {
 
 TEST_F(OidcAuthenticatorTest, RefusesAnAlgThatDoesNotFitTheKey) {
   // ES256 naming the RSA key, RS256 naming the EC key.
-  ExpectRefused(ec_->Sign(Claims(), "ES256", {{"kid", "rsa-1"}}), absl::StatusCode::kUnauthenticated,
-                "needs an EC key");
-  ExpectRefused(rsa_->Sign(Claims(), "RS256", {{"kid", "ec-1"}}), absl::StatusCode::kUnauthenticated,
-                "needs an RSA key");
+  ExpectRefused(ec_->Sign(Claims(), "ES256", {{"kid", "rsa-1"}}),
+                absl::StatusCode::kUnauthenticated, "needs an EC key");
+  ExpectRefused(rsa_->Sign(Claims(), "RS256", {{"kid", "ec-1"}}),
+                absl::StatusCode::kUnauthenticated, "needs an RSA key");
 }
 
 TEST_F(OidcAuthenticatorTest, RefusesAnAlgOtherThanTheKeysOwn) {
   json jwk = rsa_->PublicJwk();
   jwk["alg"] = "PS256";
   Serve(kJwksUri, json{{"keys", {jwk}}}.dump());
-  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnauthenticated, "is not the alg 'PS256'");
+  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnauthenticated,
+                "is not the alg 'PS256'");
 }
 
 TEST_F(OidcAuthenticatorTest, RefusesATamperedPayload) {
@@ -275,21 +295,22 @@ TEST_F(OidcAuthenticatorTest, RefusesATamperedPayload) {
 }
 
 TEST_F(OidcAuthenticatorTest, RefusesATamperedSignature) {
-  ExpectRefused(testing::WithTamperedSignature(rsa_->Sign(Claims(), "RS256")), absl::StatusCode::kUnauthenticated,
-                "signature does not verify");
-  ExpectRefused(testing::WithTamperedSignature(ec_->Sign(Claims(), "ES256")), absl::StatusCode::kUnauthenticated,
-                "signature does not verify");
+  ExpectRefused(testing::WithTamperedSignature(rsa_->Sign(Claims(), "RS256")),
+                absl::StatusCode::kUnauthenticated, "signature does not verify");
+  ExpectRefused(testing::WithTamperedSignature(ec_->Sign(Claims(), "ES256")),
+                absl::StatusCode::kUnauthenticated, "signature does not verify");
 }
 
 TEST_F(OidcAuthenticatorTest, RefusesAForgedSignatureByAnotherKeyWithTheSameKid) {
-  ExpectRefused(rsa2_->Sign(Claims(), "RS256", {{"kid", "rsa-1"}}), absl::StatusCode::kUnauthenticated,
-                "signature does not verify");
+  ExpectRefused(rsa2_->Sign(Claims(), "RS256", {{"kid", "rsa-1"}}),
+                absl::StatusCode::kUnauthenticated, "signature does not verify");
 }
 
 TEST_F(OidcAuthenticatorTest, RefusesAMissingKidAndCriticalHeaders) {
-  ExpectRefused(rsa_->Sign(Claims(), "RS256", {{"kid", nullptr}}), absl::StatusCode::kUnauthenticated, "no 'kid'");
-  ExpectRefused(rsa_->Sign(Claims(), "RS256", {{"crit", {"x-falcon"}}, {"x-falcon", "1"}}), absl::StatusCode::kUnauthenticated,
-                "critical extensions");
+  ExpectRefused(rsa_->Sign(Claims(), "RS256", {{"kid", nullptr}}),
+                absl::StatusCode::kUnauthenticated, "no 'kid'");
+  ExpectRefused(rsa_->Sign(Claims(), "RS256", {{"crit", {"x-falcon"}}, {"x-falcon", "1"}}),
+                absl::StatusCode::kUnauthenticated, "critical extensions");
 }
 
 TEST_F(OidcAuthenticatorTest, UnknownKidRefetchesTheKeysSoRotationWorks) {
@@ -305,15 +326,16 @@ TEST_F(OidcAuthenticatorTest, UnknownKidRefetchesTheKeysSoRotationWorks) {
   // The retired key stays known only until the set is refetched; rsa-1 is gone now.
   clock_.Advance(std::chrono::seconds(11));
   ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnauthenticated,
-                "key 'rsa-1' is not among the signing keys of OIDC issuer https://issuer.example (JWKS just fetched");
+                "key 'rsa-1' is not among the signing keys of OIDC issuer https://issuer.example "
+                "(JWKS just fetched");
 }
 
 TEST_F(OidcAuthenticatorTest, RefetchesAreRateLimited) {
   ASSERT_TRUE(Auth().Authenticate(rsa_->Sign(Claims(), "RS256")).ok());
   clock_.Advance(std::chrono::seconds(11));
   // A forged kid makes the first refetch...
-  ExpectRefused(rsa_->Sign(Claims(), "RS256", {{"kid", "made-up-1"}}), absl::StatusCode::kUnauthenticated,
-                "JWKS just fetched");
+  ExpectRefused(rsa_->Sign(Claims(), "RS256", {{"kid", "made-up-1"}}),
+                absl::StatusCode::kUnauthenticated, "JWKS just fetched");
   EXPECT_EQ(Auth().jwks_fetches(), 2);
   // ...and then no more within the interval, however many come.
   for (int i = 0; i < 20; ++i) {
@@ -324,8 +346,8 @@ TEST_F(OidcAuthenticatorTest, RefetchesAreRateLimited) {
   // Known keys still work meanwhile.
   EXPECT_TRUE(Auth().Authenticate(rsa_->Sign(Claims(), "RS256")).ok());
   clock_.Advance(std::chrono::seconds(10));
-  ExpectRefused(rsa_->Sign(Claims(), "RS256", {{"kid", "made-up-x"}}), absl::StatusCode::kUnauthenticated,
-                "JWKS just fetched");
+  ExpectRefused(rsa_->Sign(Claims(), "RS256", {{"kid", "made-up-x"}}),
+                absl::StatusCode::kUnauthenticated, "JWKS just fetched");
   EXPECT_EQ(Auth().jwks_fetches(), 3);
 }
 
@@ -335,26 +357,31 @@ TEST_F(OidcAuthenticatorTest, OldKeysAreRefetchedAfterTheirMaxAge) {
   // The issuer withdraws rsa-1 (say, it leaked): after jwks_max_age it is no longer trusted.
   Serve(kJwksUri, Jwks({ec_}));
   clock_.Advance(std::chrono::seconds(301));
-  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnauthenticated, "not among the signing keys");
+  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnauthenticated,
+                "not among the signing keys");
   EXPECT_EQ(Auth().jwks_fetches(), 2);
 }
 
 TEST_F(OidcAuthenticatorTest, KeysHeldStayInUseWhileTheIssuerIsDown) {
   options_.jwks_max_age = std::chrono::seconds(300);
   ASSERT_TRUE(Auth().Authenticate(rsa_->Sign(Claims(), "RS256")).ok());
-  Serve(kJwksUri, absl::UnavailableError("GET https://keys.issuer.example/jwks: connection refused"));
+  Serve(kJwksUri,
+        absl::UnavailableError("GET https://keys.issuer.example/jwks: connection refused"));
   clock_.Advance(std::chrono::seconds(301));
   EXPECT_TRUE(Auth().Authenticate(rsa_->Sign(Claims(), "RS256")).ok());
   // An unknown kid cannot be decided while the keys cannot be fetched: UNAVAILABLE (retry later).
   clock_.Advance(std::chrono::seconds(11));
-  ExpectRefused(rsa2_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable, "connection refused");
+  ExpectRefused(rsa2_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable,
+                "connection refused");
 }
 
 TEST_F(OidcAuthenticatorTest, UnreachableIssuerIsUnavailableAndRetriedAtABoundedRate) {
-  Serve(kDiscovery, absl::UnavailableError("GET " + std::string(kDiscovery) + ": connection refused"));
+  Serve(kDiscovery,
+        absl::UnavailableError("GET " + std::string(kDiscovery) + ": connection refused"));
   ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable,
                 "cannot fetch the discovery document of OIDC issuer https://issuer.example");
-  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable, "retried at most once per 10 s");
+  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable,
+                "retried at most once per 10 s");
   EXPECT_EQ(Gets(kDiscovery), 1);
   Serve(kDiscovery, Discovery(kIssuer, kJwksUri));
   clock_.Advance(std::chrono::seconds(10));
@@ -363,17 +390,20 @@ TEST_F(OidcAuthenticatorTest, UnreachableIssuerIsUnavailableAndRetriedAtABounded
 
 TEST_F(OidcAuthenticatorTest, DiscoveryMustNameTheConfiguredIssuerExactly) {
   Serve(kDiscovery, Discovery("https://issuer.example/", kJwksUri));
-  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable,
-                "names issuer 'https://issuer.example/', not the configured 'https://issuer.example'");
+  ExpectRefused(
+      rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable,
+      "names issuer 'https://issuer.example/', not the configured 'https://issuer.example'");
   EXPECT_EQ(Gets(kJwksUri), 0);
 }
 
 TEST_F(OidcAuthenticatorTest, DiscoveryNeedsAnHttpsJwksUri) {
   Serve(kDiscovery, Discovery(kIssuer, "http://keys.issuer.example/jwks"));
-  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable, "no 'jwks_uri' that is an https://");
+  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable,
+                "no 'jwks_uri' that is an https://");
   Serve(kDiscovery, "<html>not json</html>");
   clock_.Advance(std::chrono::seconds(11));
-  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable, "is not a JSON object");
+  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable,
+                "is not a JSON object");
 }
 
 TEST_F(OidcAuthenticatorTest, IssuerWithATrailingSlash) {
@@ -396,9 +426,11 @@ TEST_F(OidcAuthenticatorTest, JwksKeysThatCannotBeUsedAreSkipped) {
   Serve(kJwksUri, json{{"keys", {small->PublicJwk(), oct, enc, rsa_->PublicJwk()}}}.dump());
   EXPECT_TRUE(Auth().Authenticate(rsa_->Sign(Claims(), "RS256")).ok());
   clock_.Advance(std::chrono::seconds(11));
-  ExpectRefused(small->Sign(Claims(), "RS256"), absl::StatusCode::kUnauthenticated, "not among the signing keys");
+  ExpectRefused(small->Sign(Claims(), "RS256"), absl::StatusCode::kUnauthenticated,
+                "not among the signing keys");
   clock_.Advance(std::chrono::seconds(11));
-  ExpectRefused(rsa2_->Sign(Claims(), "RS256"), absl::StatusCode::kUnauthenticated, "not among the signing keys");
+  ExpectRefused(rsa2_->Sign(Claims(), "RS256"), absl::StatusCode::kUnauthenticated,
+                "not among the signing keys");
   // An oct key is never a signing key, even for an HS256 token naming it.
   ExpectRefused(testing::SignHs256(Claims(), "secret", "hmac"), absl::StatusCode::kUnauthenticated,
                 "shared-secret MAC");
@@ -406,24 +438,28 @@ TEST_F(OidcAuthenticatorTest, JwksKeysThatCannotBeUsedAreSkipped) {
 
 TEST_F(OidcAuthenticatorTest, AJwksWithoutUsableKeysIsUnavailable) {
   Serve(kJwksUri, json{{"keys", {{{"kty", "oct"}, {"kid", "h"}, {"k", "c2VjcmV0"}}}}}.dump());
-  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable, "has no usable signing key");
+  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable,
+                "has no usable signing key");
 }
 
 TEST_F(OidcAuthenticatorTest, RefusesAnOversizeToken) {
   json c = Claims();
   c["padding"] = std::string(17000, 'x');
-  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated, "more than the limit of 16384 bytes");
+  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated,
+                "more than the limit of 16384 bytes");
   EXPECT_EQ(Gets(kDiscovery), 0);
 }
 
 TEST_F(OidcAuthenticatorTest, RefusesAnOversizeDocument) {
   options_.max_document_bytes = 500;
   Serve(kJwksUri, Jwks({rsa_, rsa2_, ec_}));  // about 1300 bytes
-  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable, "more than the limit of 500");
+  ExpectRefused(rsa_->Sign(Claims(), "RS256"), absl::StatusCode::kUnavailable,
+                "more than the limit of 500");
 }
 
 TEST_F(OidcAuthenticatorTest, SomethingThatIsNotAJwtIsNotOurs) {
-  for (const std::string t : {"", "falcon_0123456789abcdef", "a.b.c", "eyJhbGciOi.x", "eyJ!!.eyJ.x"}) {
+  for (const std::string t :
+       {"", "falcon_0123456789abcdef", "a.b.c", "eyJhbGciOi.x", "eyJ!!.eyJ.x"}) {
     absl::StatusOr<Principal> p = Auth().Authenticate(t);
     EXPECT_EQ(p.status().code(), absl::StatusCode::kNotFound) << t;
   }
@@ -438,7 +474,8 @@ TEST_F(OidcAuthenticatorTest, UsernameClaimAndPrefix) {
   EXPECT_EQ(p->username, "oidc:alice@example.com");
   json c = Claims();
   c["email_verified"] = false;
-  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated, "email is not verified");
+  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated,
+                "email is not verified");
   c.erase("email");
   ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated,
                 "no non-empty string claim 'email' (the username claim)");
@@ -463,9 +500,11 @@ TEST_F(OidcAuthenticatorTest, GroupsClaimAndPrefix) {
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_TRUE(p->groups.empty());
   c["roles"] = {"a", 1};
-  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated, "holds a value that is not a string");
+  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated,
+                "holds a value that is not a string");
   c["roles"] = json::object();
-  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated, "neither a string nor a list");
+  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated,
+                "neither a string nor a list");
 }
 
 TEST_F(OidcAuthenticatorTest, KubernetesServiceAccountGroups) {
@@ -473,19 +512,22 @@ TEST_F(OidcAuthenticatorTest, KubernetesServiceAccountGroups) {
   json c = Claims();
   c.erase("groups");
   c["sub"] = "system:serviceaccount:falcon:controller";
-  c["kubernetes.io"] = {{"namespace", "falcon"}, {"serviceaccount", {{"name", "controller"}, {"uid", "u"}}}};
+  c["kubernetes.io"] = {{"namespace", "falcon"},
+                        {"serviceaccount", {{"name", "controller"}, {"uid", "u"}}}};
   absl::StatusOr<Principal> p = Auth().Authenticate(rsa_->Sign(c, "RS256"));
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->username, "system:serviceaccount:falcon:controller");
   EXPECT_THAT(p->groups, ElementsAre("system:serviceaccounts", "system:serviceaccounts:falcon"));
   c.erase("kubernetes.io");
-  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated, "not a Kubernetes service-account token");
+  ExpectRefused(rsa_->Sign(c, "RS256"), absl::StatusCode::kUnauthenticated,
+                "not a Kubernetes service-account token");
 }
 
 TEST_F(OidcAuthenticatorTest, RefreshFetchesNowAndSaysWhatFailed) {
   EXPECT_TRUE(Auth().Refresh().ok());
   EXPECT_EQ(Auth().jwks_fetches(), 1);
-  Serve(kJwksUri, absl::DeadlineExceededError("GET https://keys.issuer.example/jwks: no answer within 10000 ms"));
+  Serve(kJwksUri, absl::DeadlineExceededError(
+                      "GET https://keys.issuer.example/jwks: no answer within 10000 ms"));
   absl::Status s = Auth().Refresh();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(std::string(s.message()), HasSubstr("no answer within 10000 ms"));
@@ -503,7 +545,8 @@ TEST_F(OidcAuthenticatorTest, OptionsAreValidated) {
   bad([](OidcOptions& o) { o.issuer_url = "http://issuer.example"; }, "must be an https:// URL");
   bad([](OidcOptions& o) { o.issuer_url = "https://"; }, "must be an https:// URL");
   bad([](OidcOptions& o) { o.issuer_url = "https://u@issuer.example"; }, "must be an https:// URL");
-  bad([](OidcOptions& o) { o.issuer_url = "https://issuer.example?x=1"; }, "must be an https:// URL");
+  bad([](OidcOptions& o) { o.issuer_url = "https://issuer.example?x=1"; },
+      "must be an https:// URL");
   bad([](OidcOptions& o) { o.audiences.clear(); }, "at least one accepted audience");
   bad([](OidcOptions& o) { o.username_claim.clear(); }, "username claim is empty");
   bad([](OidcOptions& o) { o.algorithms = {"RS256", "XX1"}; }, "'XX1' is not supported");
@@ -513,7 +556,8 @@ TEST_F(OidcAuthenticatorTest, OptionsAreValidated) {
   SystemClock sc;
   auto a = OidcAuthenticator::Create(o, sc);
   EXPECT_EQ(a.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(a.status().message()), HasSubstr("cannot read the CA file /nonexistent/ca.pem"));
+  EXPECT_THAT(std::string(a.status().message()),
+              HasSubstr("cannot read the CA file /nonexistent/ca.pem"));
 }
 
 TEST_F(OidcAuthenticatorTest, ConcurrentCallersShareOneFetch) {

@@ -24,15 +24,15 @@ class HttpOidcFetcher : public OidcFetcher {
     if (!resp.ok()) {
       if (net::TransportFailureOf(resp.status()) == net::TransportFailure::kTimeout ||
           resp.status().code() == absl::StatusCode::kDeadlineExceeded) {
-        return absl::DeadlineExceededError(absl::StrCat(resp.status().message(), " (no answer within ",
-                                                        options_.timeout.count(), " ms)"));
+        return absl::DeadlineExceededError(absl::StrCat(
+            resp.status().message(), " (no answer within ", options_.timeout.count(), " ms)"));
       }
       return resp.status();
     }
     if (resp->status != 200) {
       std::string body = resp->body.substr(0, 200);
-      return absl::UnavailableError(absl::StrCat("GET ", url, ": HTTP ", resp->status,
-                                                 body.empty() ? "" : ": ", body));
+      return absl::UnavailableError(
+          absl::StrCat("GET ", url, ": HTTP ", resp->status, body.empty() ? "" : ": ", body));
     }
     return std::move(resp->body);
   }

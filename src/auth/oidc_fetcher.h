@@ -1,5 +1,6 @@
-// Where the OIDC authenticator gets an issuer's documents (discovery and JWKS): a small interface so tests
-// can serve them from memory, and the real implementation over net::HttpClient with a bounded time and size.
+// Where the OIDC authenticator gets an issuer's documents (discovery and JWKS): a small interface
+// so tests can serve them from memory, and the real implementation over net::HttpClient with a
+// bounded time and size.
 #pragma once
 
 #include <chrono>
@@ -14,13 +15,14 @@ namespace falcon::auth {
 class OidcFetcher {
  public:
   virtual ~OidcFetcher() = default;
-  // The body of a 200 answer to GET `url`. Any failure is an error whose message names the URL and why
-  // (transport failure, HTTP status, the time or size bound that was hit). Thread-safe.
+  // The body of a 200 answer to GET `url`. Any failure is an error whose message names the URL and
+  // why (transport failure, HTTP status, the time or size bound that was hit). Thread-safe.
   virtual absl::StatusOr<std::string> Get(const std::string& url) = 0;
 };
 
 struct HttpOidcFetcherOptions {
-  std::string ca_pem;  // CAs trusted for the issuer's TLS instead of the system store; empty: the system store
+  std::string ca_pem;  // CAs trusted for the issuer's TLS instead of the system store; empty: the
+                       // system store
   std::chrono::milliseconds timeout{10'000};  // the whole request, connection included
   size_t max_body_bytes = 1u << 20;           // a longer answer is refused, naming the limit
 };

@@ -45,7 +45,9 @@ class HttpOidcFetcherTest : public ::testing::Test {
     server_.stop();
     if (thread_.joinable()) thread_.join();
   }
-  std::string Url(const std::string& path) { return "http://127.0.0.1:" + std::to_string(port_) + path; }
+  std::string Url(const std::string& path) {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
 
   httplib::Server server_;
   std::thread thread_;

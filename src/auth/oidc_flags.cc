@@ -28,17 +28,23 @@ bool ParseDuration(std::string_view s, std::chrono::seconds* out) {
 
 absl::StatusOr<OidcOptions> ParseOidcIssuerFlag(std::string_view value) {
   const std::string flag = absl::StrCat("--oidc-issuer='", std::string(value), "'");
-  auto bad = [&](const std::string& what) { return absl::InvalidArgumentError(absl::StrCat(flag, ": ", what)); };
+  auto bad = [&](const std::string& what) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, ": ", what));
+  };
   std::vector<std::string_view> parts;
   for (absl::string_view p : absl::StrSplit(absl::string_view(value.data(), value.size()), ',')) {
     parts.emplace_back(p.data(), p.size());
   }
   OidcOptions o;
   if (parts.empty() || parts[0].empty()) {
-    return bad("the issuer URL is missing (the flag is URL[,key=value]..., e.g. https://issuer.example,audience=falcon)");
+    return bad(
+        "the issuer URL is missing (the flag is URL[,key=value]..., e.g. "
+        "https://issuer.example,audience=falcon)");
   }
   if (parts[0].find('=') != std::string_view::npos && parts[0].substr(0, 8) != "https://") {
-    return bad("it must start with the issuer URL, then key=value parts (e.g. https://issuer.example,audience=falcon)");
+    return bad(
+        "it must start with the issuer URL, then key=value parts (e.g. "
+        "https://issuer.example,audience=falcon)");
   }
   o.issuer_url = std::string(parts[0]);
   bool algs_given = false;
@@ -86,12 +92,14 @@ absl::StatusOr<OidcOptions> ParseOidcIssuerFlag(std::string_view value) {
       } else if (val == "false") {
         o.kubernetes_service_accounts = false;
       } else {
-        return bad(absl::StrCat("kubernetes-service-accounts must be true or false, not '", val, "'"));
+        return bad(
+            absl::StrCat("kubernetes-service-accounts must be true or false, not '", val, "'"));
       }
     } else {
-      return bad(absl::StrCat("unknown key '", key,
-                              "' (known: audience, username-claim, username-prefix, groups-claim, groups-prefix, "
-                              "ca-file, clock-skew, signing-alg, kubernetes-service-accounts)"));
+      return bad(absl::StrCat(
+          "unknown key '", key,
+          "' (known: audience, username-claim, username-prefix, groups-claim, groups-prefix, "
+          "ca-file, clock-skew, signing-alg, kubernetes-service-accounts)"));
     }
   }
   if (absl::Status s = ValidateOidcOptions(o); !s.ok()) return bad(std::string(s.message()));

@@ -1,4 +1,5 @@
-// The --oidc-issuer flag of falcon-apiserver (repeatable: one per trusted issuer), parsed into OidcOptions:
+// The planned --oidc-issuer flag of falcon-apiserver (repeatable: one per trusted issuer), parsed
+// into OidcOptions:
 //
 //   --oidc-issuer=URL[,key=value]...
 //
@@ -9,7 +10,7 @@
 //   groups-prefix=P                  prepended to each group; default none
 //   ca-file=PATH                     PEM CAs for the issuer's TLS; default: the system's
 //   clock-skew=D                     60s (default), 2m, or a number of seconds; at most 10m
-//   signing-alg=ALG                  an accepted algorithm (repeat; replaces the default RS256 + ES256)
+//   signing-alg=ALG                  an accepted algorithm (repeat; replaces RS256 + ES256)
 //   kubernetes-service-accounts=B    true: the service-account groups of a Kubernetes issuer
 //
 // Values cannot contain ','. docs/security.md "Authentication: OIDC issuers". Pure, thread-safe.

@@ -11,7 +11,8 @@ using ::testing::HasSubstr;
 
 TEST(OidcIssuerFlagTest, ParsesEveryKey) {
   absl::StatusOr<OidcOptions> o = ParseOidcIssuerFlag(
-      "https://issuer.example,audience=falcon,audience=falcon-cli,username-claim=email,groups-claim=roles,"
+      "https://"
+      "issuer.example,audience=falcon,audience=falcon-cli,username-claim=email,groups-claim=roles,"
       "ca-file=/etc/falcon/idp-ca.pem,username-prefix=oidc:,groups-prefix=idp:,clock-skew=2m,"
       "signing-alg=RS256,signing-alg=PS256,kubernetes-service-accounts=true");
   ASSERT_TRUE(o.ok()) << o.status();
@@ -28,7 +29,8 @@ TEST(OidcIssuerFlagTest, ParsesEveryKey) {
 }
 
 TEST(OidcIssuerFlagTest, Defaults) {
-  absl::StatusOr<OidcOptions> o = ParseOidcIssuerFlag("https://kubernetes.default.svc/,audience=falcon");
+  absl::StatusOr<OidcOptions> o =
+      ParseOidcIssuerFlag("https://kubernetes.default.svc/,audience=falcon");
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->issuer_url, "https://kubernetes.default.svc/");
   EXPECT_EQ(o->username_claim, "sub");

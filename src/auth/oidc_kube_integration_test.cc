@@ -1,12 +1,12 @@
 // OidcAuthenticator against a real Kubernetes service-account issuer: the test kube-apiserver of
-// test/k8s/control-plane.sh (issuer https://127.0.0.1:PORT/, discovery and JWKS served by the apiserver
-// over its TLS, tokens from the TokenRequest API). Anonymous discovery is granted the way a cluster admin
-// does it: a ClusterRoleBinding of system:service-account-issuer-discovery to system:unauthenticated.
+// test/k8s/control-plane.sh (issuer https://127.0.0.1:PORT/, discovery and JWKS served by the
+// apiserver over its TLS, tokens from the TokenRequest API). Anonymous discovery is granted the way
+// a cluster admin does it: a ClusterRoleBinding of system:service-account-issuer-discovery to
+// system:unauthenticated.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-
 #include <nlohmann/json.hpp>
 
 #include "auth/issuer_router.h"
@@ -56,21 +56,26 @@ class KubeIssuerTest : public ::testing::Test {
                  {{"apiGroup", "rbac.authorization.k8s.io"},
                   {"kind", "ClusterRole"},
                   {"name", "system:service-account-issuer-discovery"}}},
-                {"subjects", {{{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Group"},
-                               {"name", "system:unauthenticated"}}}}};
+                {"subjects",
+                 {{{"apiGroup", "rbac.authorization.k8s.io"},
+                   {"kind", "Group"},
+                   {"name", "system:unauthenticated"}}}}};
     auto r = cp_->admin().Post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", crb);
     ASSERT_TRUE(r.ok() || r.status().code() == absl::StatusCode::kAlreadyExists) << r.status();
   }
 
-  // A service-account token for `audience` from the TokenRequest API (the account is created first).
+  // A service-account token for `audience` from the TokenRequest API (the account is created
+  // first).
   static std::string ServiceAccountToken(const std::string& name, const std::string& audience) {
     json sa = {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", {{"name", name}}}};
     auto created = cp_->admin().Post("/api/v1/namespaces/" + *ns_ + "/serviceaccounts", sa);
-    EXPECT_TRUE(created.ok() || created.status().code() == absl::StatusCode::kAlreadyExists) << created.status();
+    EXPECT_TRUE(created.ok() || created.status().code() == absl::StatusCode::kAlreadyExists)
+        << created.status();
     json tr = {{"apiVersion", "authentication.k8s.io/v1"},
                {"kind", "TokenRequest"},
                {"spec", {{"audiences", {audience}}, {"expirationSeconds", 600}}}};
-    auto r = cp_->admin().Post("/api/v1/namespaces/" + *ns_ + "/serviceaccounts/" + name + "/token", tr);
+    auto r =
+        cp_->admin().Post("/api/v1/namespaces/" + *ns_ + "/serviceaccounts/" + name + "/token", tr);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) return "";
     return (*r)["status"].value("token", "");
@@ -94,15 +99,16 @@ kube::testing::ControlPlane* KubeIssuerTest::cp_ = nullptr;
 std::string* KubeIssuerTest::ns_ = nullptr;
 std::string* KubeIssuerTest::start_error_ = nullptr;
 
-// ctest runs each test in its own process, so each starts its own control plane: two tests, not more.
+// ctest runs each test in its own process, so each starts its own control plane: two tests, not
+// more.
 
 TEST_F(KubeIssuerTest, ServiceAccountTokenVerifiesThroughDiscoveryAndJwks) {
   const std::string token = ServiceAccountToken("analyzer-controller", "falcon");
   ASSERT_FALSE(token.empty());
   EXPECT_EQ(testing::PayloadOf(token)["iss"], issuer_);
 
-  // While discovery is still closed to anonymous callers (the apiserver's default) the issuer cannot be
-  // consulted, and the error says what the apiserver said.
+  // While discovery is still closed to anonymous callers (the apiserver's default) the issuer
+  // cannot be consulted, and the error says what the apiserver said.
   absl::StatusOr<Principal> p = Make()->Authenticate(token);
   EXPECT_EQ(p.status().code(), absl::StatusCode::kUnavailable) << p.status();
   EXPECT_THAT(std::string(p.status().message()), HasSubstr("HTTP 403"));

@@ -1,17 +1,16 @@
-// OidcAuthenticator against a real OpenID provider: zitadel/oidc's `op` package (test/oidc/provider.sh,
-// built from Go modules and cached), on a loopback port with its own TLS certificate, in a temp dir.
-// Tokens come from its token endpoint (client_credentials grant), its keys from discovery + JWKS; the
-// provider rotates its signing key on request.
+// OidcAuthenticator against a real OpenID provider: zitadel/oidc's `op` package
+// (test/oidc/provider.sh, built from Go modules and cached), on a loopback port with its own TLS
+// certificate, in a temp dir. Tokens come from its token endpoint (client_credentials grant), its
+// keys from discovery + JWKS; the provider rotates its signing key on request.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "auth/issuer_router.h"
 #include "auth/jwt.h"
@@ -49,8 +48,8 @@ class Provider {
     // The first start builds the provider (about a minute on 2 cores); later ones take a second.
     auto r = Subprocess::Run({p->Script(), "start", p->dir_}, std::chrono::minutes(10));
     if (r.code != 0) {
-      *error = "provider.sh start failed (exit " + std::to_string(r.code) + (r.timed_out ? ", timed out after 10 min" : "") +
-               "):\n" + r.output;
+      *error = "provider.sh start failed (exit " + std::to_string(r.code) +
+               (r.timed_out ? ", timed out after 10 min" : "") + "):\n" + r.output;
       return nullptr;
     }
     p->issuer_ = ReadAll(p->dir_ + "/issuer");
@@ -75,7 +74,8 @@ class Provider {
     req.method = "POST";
     req.url = issuer_ + "/oauth/token";
     req.headers = {"Content-Type: application/x-www-form-urlencoded"};
-    req.body = "grant_type=client_credentials&scope=openid&client_id=" + client + "&client_secret=" + secret;
+    req.body = "grant_type=client_credentials&scope=openid&client_id=" + client +
+               "&client_secret=" + secret;
     req.timeout = std::chrono::seconds(10);
     auto resp = http_->Send(req);
     EXPECT_TRUE(resp.ok()) << resp.status();
@@ -147,7 +147,8 @@ class OidcProviderTest : public ::testing::Test {
     return a.ok() ? std::move(*a) : nullptr;
   }
 
-  void ExpectRefused(OidcAuthenticator& a, const std::string& token, absl::StatusCode code, const std::string& words) {
+  void ExpectRefused(OidcAuthenticator& a, const std::string& token, absl::StatusCode code,
+                     const std::string& words) {
     absl::StatusOr<Principal> p = a.Authenticate(token);
     ASSERT_FALSE(p.ok()) << "accepted as " << p->username;
     EXPECT_EQ(p.status().code(), code) << p.status();
@@ -238,7 +239,8 @@ TEST_F(OidcProviderTest, RefusesAnExpiredToken) {
 
 TEST_F(OidcProviderTest, RefusesTheWrongAudience) {
   auto a = Make(clock_);
-  ExpectRefused(*a, provider_->Token("other-audience", "other-secret"), absl::StatusCode::kUnauthenticated,
+  ExpectRefused(*a, provider_->Token("other-audience", "other-secret"),
+                absl::StatusCode::kUnauthenticated,
                 "audience is ['not-falcon'], expected 'falcon'");
 }
 
@@ -283,7 +285,8 @@ TEST_F(OidcProviderTest, RefusesAlgNoneAndTamperedTokens) {
   const std::string token = provider_->Token();
   ASSERT_TRUE(a->Authenticate(token).ok());
   json claims = testing::PayloadOf(token);
-  ExpectRefused(*a, testing::UnsignedToken(claims, KidOf(token)), absl::StatusCode::kUnauthenticated, "alg 'none'");
+  ExpectRefused(*a, testing::UnsignedToken(claims, KidOf(token)),
+                absl::StatusCode::kUnauthenticated, "alg 'none'");
   ExpectRefused(*a, testing::WithTamperedSignature(token), absl::StatusCode::kUnauthenticated,
                 "signature does not verify");
   claims["groups"] = {"system:masters"};
@@ -301,7 +304,8 @@ TEST_F(OidcProviderTest, DiscoveryMustNameTheIssuerExactly) {
   ExpectRefused(*a, provider_->Token(), absl::StatusCode::kUnauthenticated, "issuer is");
   absl::Status s = a->Refresh();
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(std::string(s.message()), HasSubstr("names issuer '" + provider_->issuer() + "', not the configured"));
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("names issuer '" + provider_->issuer() + "', not the configured"));
 }
 
 TEST_F(OidcProviderTest, TheIssuersTlsIsVerified) {

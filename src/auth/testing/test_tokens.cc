@@ -21,7 +21,8 @@ namespace {
 
 std::vector<uint8_t> Bn(EVP_PKEY* pkey, const char* name) {
   BIGNUM* bn = nullptr;
-  if (EVP_PKEY_get_bn_param(pkey, name, &bn) != 1) Die(std::string("EVP_PKEY_get_bn_param ") + name);
+  if (EVP_PKEY_get_bn_param(pkey, name, &bn) != 1)
+    Die(std::string("EVP_PKEY_get_bn_param ") + name);
   std::vector<uint8_t> out(static_cast<size_t>(BN_num_bytes(bn)));
   BN_bn2bin(bn, out.data());
   BN_free(bn);
@@ -31,7 +32,8 @@ std::vector<uint8_t> Bn(EVP_PKEY* pkey, const char* name) {
 // A fixed-width big-endian integer (EC coordinates are 32 bytes on P-256).
 std::vector<uint8_t> BnPadded(EVP_PKEY* pkey, const char* name, size_t width) {
   BIGNUM* bn = nullptr;
-  if (EVP_PKEY_get_bn_param(pkey, name, &bn) != 1) Die(std::string("EVP_PKEY_get_bn_param ") + name);
+  if (EVP_PKEY_get_bn_param(pkey, name, &bn) != 1)
+    Die(std::string("EVP_PKEY_get_bn_param ") + name);
   std::vector<uint8_t> out(width);
   if (BN_bn2binpad(bn, out.data(), static_cast<int>(width)) < 0) Die("BN_bn2binpad");
   BN_free(bn);
@@ -47,17 +49,19 @@ std::string ExportJws(cjose_jws_t* jws) {
   return out;
 }
 
-std::string SignWith(const cjose_jwk_t* jwk, const nlohmann::json& header_json, const nlohmann::json& claims) {
+std::string SignWith(const cjose_jwk_t* jwk, const nlohmann::json& header_json,
+                     const nlohmann::json& claims) {
   cjose_err err{};
   cjose_header_t* hdr = cjose_header_new(&err);
   for (auto it = header_json.begin(); it != header_json.end(); ++it) {
-    bool ok = it->is_string() ? cjose_header_set(hdr, it.key().c_str(), it->get<std::string>().c_str(), &err)
-                              : cjose_header_set_raw(hdr, it.key().c_str(), it->dump().c_str(), &err);
+    bool ok = it->is_string()
+                  ? cjose_header_set(hdr, it.key().c_str(), it->get<std::string>().c_str(), &err)
+                  : cjose_header_set_raw(hdr, it.key().c_str(), it->dump().c_str(), &err);
     if (!ok) Die(std::string("cjose_header_set: ") + err.message);
   }
   const std::string payload = claims.dump();
-  cjose_jws_t* jws =
-      cjose_jws_sign(jwk, hdr, reinterpret_cast<const uint8_t*>(payload.data()), payload.size(), &err);
+  cjose_jws_t* jws = cjose_jws_sign(jwk, hdr, reinterpret_cast<const uint8_t*>(payload.data()),
+                                    payload.size(), &err);
   cjose_header_release(hdr);
   if (jws == nullptr) Die(std::string("cjose_jws_sign: ") + err.message);
   return ExportJws(jws);
@@ -68,7 +72,8 @@ std::vector<std::string> Parts(const std::string& token) {
   size_t start = 0;
   for (;;) {
     size_t dot = token.find('.', start);
-    parts.push_back(token.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
+    parts.push_back(
+        token.substr(start, dot == std::string::npos ? std::string::npos : dot - start));
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
@@ -101,18 +106,29 @@ std::unique_ptr<TestKey> TestKey::Rsa(const std::string& kid, int bits) {
   if (pkey == nullptr) Die("EVP_PKEY_Q_keygen RSA");
   k->pkey_ = pkey;
   std::vector<uint8_t> n = Bn(pkey, OSSL_PKEY_PARAM_RSA_N), e = Bn(pkey, OSSL_PKEY_PARAM_RSA_E),
-                       d = Bn(pkey, OSSL_PKEY_PARAM_RSA_D), p = Bn(pkey, OSSL_PKEY_PARAM_RSA_FACTOR1),
-                       q = Bn(pkey, OSSL_PKEY_PARAM_RSA_FACTOR2), dp = Bn(pkey, OSSL_PKEY_PARAM_RSA_EXPONENT1),
-                       dq = Bn(pkey, OSSL_PKEY_PARAM_RSA_EXPONENT2), qi = Bn(pkey, OSSL_PKEY_PARAM_RSA_COEFFICIENT1);
+                       d = Bn(pkey, OSSL_PKEY_PARAM_RSA_D),
+                       p = Bn(pkey, OSSL_PKEY_PARAM_RSA_FACTOR1),
+                       q = Bn(pkey, OSSL_PKEY_PARAM_RSA_FACTOR2),
+                       dp = Bn(pkey, OSSL_PKEY_PARAM_RSA_EXPONENT1),
+                       dq = Bn(pkey, OSSL_PKEY_PARAM_RSA_EXPONENT2),
+                       qi = Bn(pkey, OSSL_PKEY_PARAM_RSA_COEFFICIENT1);
   cjose_jwk_rsa_keyspec spec{};
-  spec.e = e.data(); spec.elen = e.size();
-  spec.n = n.data(); spec.nlen = n.size();
-  spec.d = d.data(); spec.dlen = d.size();
-  spec.p = p.data(); spec.plen = p.size();
-  spec.q = q.data(); spec.qlen = q.size();
-  spec.dp = dp.data(); spec.dplen = dp.size();
-  spec.dq = dq.data(); spec.dqlen = dq.size();
-  spec.qi = qi.data(); spec.qilen = qi.size();
+  spec.e = e.data();
+  spec.elen = e.size();
+  spec.n = n.data();
+  spec.nlen = n.size();
+  spec.d = d.data();
+  spec.dlen = d.size();
+  spec.p = p.data();
+  spec.plen = p.size();
+  spec.q = q.data();
+  spec.qlen = q.size();
+  spec.dp = dp.data();
+  spec.dplen = dp.size();
+  spec.dq = dq.data();
+  spec.dqlen = dq.size();
+  spec.qi = qi.data();
+  spec.qilen = qi.size();
   cjose_err err{};
   k->jwk_ = cjose_jwk_create_RSA_spec(&spec, &err);
   if (k->jwk_ == nullptr) Die(std::string("cjose_jwk_create_RSA_spec: ") + err.message);
@@ -131,9 +147,12 @@ std::unique_ptr<TestKey> TestKey::EcP256(const std::string& kid) {
                        y = BnPadded(pkey, OSSL_PKEY_PARAM_EC_PUB_Y, 32);
   cjose_jwk_ec_keyspec spec{};
   spec.crv = CJOSE_JWK_EC_P_256;
-  spec.d = d.data(); spec.dlen = d.size();
-  spec.x = x.data(); spec.xlen = x.size();
-  spec.y = y.data(); spec.ylen = y.size();
+  spec.d = d.data();
+  spec.dlen = d.size();
+  spec.x = x.data();
+  spec.xlen = x.size();
+  spec.y = y.data();
+  spec.ylen = y.size();
   cjose_err err{};
   k->jwk_ = cjose_jwk_create_EC_spec(&spec, &err);
   if (k->jwk_ == nullptr) Die(std::string("cjose_jwk_create_EC_spec: ") + err.message);
@@ -183,9 +202,11 @@ std::string Jwks(std::initializer_list<const TestKey*> keys) {
   return j.dump();
 }
 
-std::string SignHs256(const nlohmann::json& claims, const std::string& secret, const std::string& kid) {
+std::string SignHs256(const nlohmann::json& claims, const std::string& secret,
+                      const std::string& kid) {
   cjose_err err{};
-  cjose_jwk_t* oct = cjose_jwk_create_oct_spec(reinterpret_cast<const uint8_t*>(secret.data()), secret.size(), &err);
+  cjose_jwk_t* oct = cjose_jwk_create_oct_spec(reinterpret_cast<const uint8_t*>(secret.data()),
+                                               secret.size(), &err);
   if (oct == nullptr) Die(std::string("cjose_jwk_create_oct_spec: ") + err.message);
   std::string token = SignWith(oct, {{"alg", "HS256"}, {"kid", kid}, {"typ", "JWT"}}, claims);
   cjose_jwk_release(oct);
