@@ -59,7 +59,9 @@ int GetContexts(Context& ctx, const ConfigOptions& o) {
   }
   Table t = MakeTable({{"CURRENT"}, {"NAME"}, {"SERVER", true}, {"CREDENTIAL", true}});
   for (const auto& c : cfg->contexts) {
-    t.AddRow(DashEmpty({c.name == cfg->current_context ? "*" : "", c.name, c.server, CredentialWord(c)}));
+    auto row = DashEmpty({c.name, c.server, CredentialWord(c)});
+    row.insert(row.begin(), c.name == cfg->current_context ? "*" : "");
+    t.AddRow(std::move(row));
   }
   ctx.PrintTable(t);
   return kExitOk;
