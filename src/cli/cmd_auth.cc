@@ -81,6 +81,11 @@ int Whoami(Context& ctx, const AuthOptions& o) {
   auto client = ctx.Client();
   if (!client.ok()) return ctx.Fail(client.status());
   auto r = (*client)->Get("/v1/whoami");
+  if (absl::IsNotFound(r.status())) {
+    return ctx.Fail(absl::NotFoundError("falcon-apiserver at " + (*client)->server() +
+                                        " has no /v1/whoami: it is a version without authentication, where "
+                                        "every caller is anonymous (" + std::string(r.status().message()) + ")"));
+  }
   if (!r.ok()) return ctx.Fail(r.status());
   const json& w = Object(*r, "whoami answer");
   ordered_json j;
