@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/config.h"
+#include "cli/login.h"
+#include "net/http_client.h"
 #include "cli/output.h"
 #include "common/status.h"
 
@@ -50,7 +52,9 @@ absl::StatusOr<ApiClient*> Context::Client() {
     if (!own_runner_) own_runner_ = MakeProcessRunner();
     runner = own_runner_.get();
   }
-  CredentialProvider credentials(*runner, *io_.clock, CacheDir(), io_.exec_limits);
+  net::HttpClient issuer_http;
+  CredentialProvider credentials(*runner, *io_.clock, CacheDir(), io_.exec_limits,
+                                 [&](const LoginTokens& t) { return RefreshLogin(issuer_http, *io_.clock, t); });
   FALCON_ASSIGN_OR_RETURN(options.bearer_token, credentials.Token(conn));
   if (!options.bearer_token.empty()) options.credential_source = conn.credential_source;
   client_ = std::make_unique<ApiClient>(a, options);

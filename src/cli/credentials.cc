@@ -274,8 +274,13 @@ absl::StatusOr<LoginTokens> LoadLoginTokens(const std::string& path) {
   return t;
 }
 
-CredentialProvider::CredentialProvider(CommandRunner& runner, Clock& clock, std::string cache_dir, ExecLimits limits)
-    : runner_(runner), clock_(clock), cache_dir_(std::move(cache_dir)), limits_(limits) {}
+CredentialProvider::CredentialProvider(CommandRunner& runner, Clock& clock, std::string cache_dir, ExecLimits limits,
+                                       Refresher refresher)
+    : runner_(runner),
+      clock_(clock),
+      cache_dir_(std::move(cache_dir)),
+      limits_(limits),
+      refresher_(std::move(refresher)) {}
 
 absl::StatusOr<std::string> CredentialProvider::Token(const Connection& c) {
   switch (c.kind) {
@@ -338,6 +343,17 @@ absl::StatusOr<std::string> CredentialProvider::LoginToken(const Connection& c) 
     return absl::UnauthenticatedError("context " + c.context + " uses `falcon login`, but " +
                                       std::string(t.status().message()) + ": run `falcon login --issuer " +
                                       c.login.issuer + " --client-id " + c.login.client_id + "`");
+  }
+  if (t->expires_at && clock_.Now() + kTokenExpirySkew >= *t->expires_at && !t->refresh_token.empty() &&
+      refresher_) {
+    auto fresh = refresher_(*t);
+    if (!fresh.ok()) {
+      return absl::Status(fresh.status().code(), "the login of context " + c.context + " expired and refreshing it failed: " +
+                                                     std::string(fresh.status().message()));
+    }
+    // A cache that cannot be written only costs a refresh next time.
+    (void)SaveLoginTokens(path, *fresh);
+    *t = *fresh;
   }
   const std::string& token = c.login.access_token ? t->access_token : t->id_token;
   if (token.empty()) {

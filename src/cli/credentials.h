@@ -12,6 +12,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -81,8 +82,13 @@ absl::Status WritePrivateFile(const std::string& path, const std::string& data);
 
 class CredentialProvider {
  public:
+  // Trades a login's refresh token for new tokens (login.h RefreshLogin).
+  using Refresher = std::function<absl::StatusOr<LoginTokens>(const LoginTokens&)>;
+
   // `runner` and `clock` are not owned and must outlive the provider. `cache_dir` may be empty (no cache).
-  CredentialProvider(CommandRunner& runner, Clock& clock, std::string cache_dir, ExecLimits limits = {});
+  // Without `refresher` an expired login is an error.
+  CredentialProvider(CommandRunner& runner, Clock& clock, std::string cache_dir, ExecLimits limits = {},
+                     Refresher refresher = nullptr);
 
   // The token for `c`; "" for CredentialKind::kNone. Errors name the credential's source and what to fix:
   // an unreadable token file, a plugin that failed (its exit code and stderr), timed out or printed
@@ -98,6 +104,7 @@ class CredentialProvider {
   Clock& clock_;
   std::string cache_dir_;
   ExecLimits limits_;
+  Refresher refresher_;
 };
 
 // Tokens cached until this long before they expire.

@@ -66,7 +66,58 @@ int64_t Num(const json& j, const char* k, int64_t def) {
   return def;
 }
 
+// Fills `tokens` from a token endpoint's 200 answer.
+absl::Status ReadTokens(const json& body, const std::string& endpoint, Clock& clock, LoginTokens* tokens) {
+  tokens->id_token = Str(body, "id_token");
+  tokens->access_token = Str(body, "access_token");
+  if (std::string refresh = Str(body, "refresh_token"); !refresh.empty()) tokens->refresh_token = refresh;
+  if (tokens->id_token.empty() && tokens->access_token.empty()) {
+    return absl::InvalidArgumentError("the token answer of " + endpoint + " has neither id_token nor access_token");
+  }
+  tokens->expires_at = JwtExpiry(tokens->id_token);
+  if (!tokens->expires_at && body.contains("expires_in")) {
+    tokens->expires_at = clock.Now() + std::chrono::seconds(Num(body, "expires_in", 0));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> TokenEndpoint(net::HttpClient& http, const DeviceFlowOptions& o, std::string* device) {
+  const std::string discovery = o.issuer + "/.well-known/openid-configuration";
+  FALCON_ASSIGN_OR_RETURN(Answer d, Call(http, o, "GET", discovery, ""));
+  if (d.status != 200) {
+    return absl::FailedPreconditionError("the issuer's discovery document " + discovery + " answered HTTP " +
+                                         std::to_string(d.status) + ": check --issuer");
+  }
+  if (device) *device = Str(d.body, "device_authorization_endpoint");
+  std::string token_endpoint = Str(d.body, "token_endpoint");
+  return token_endpoint;
+}
+
 }  // namespace
+
+absl::StatusOr<LoginTokens> RefreshLogin(net::HttpClient& http, Clock& clock, const LoginTokens& tokens,
+                                         std::chrono::milliseconds request_timeout) {
+  DeviceFlowOptions o;
+  o.issuer = tokens.issuer;
+  o.client_id = tokens.client_id;
+  o.request_timeout = request_timeout;
+  while (!o.issuer.empty() && o.issuer.back() == '/') o.issuer.pop_back();
+  FALCON_ASSIGN_OR_RETURN(std::string endpoint, TokenEndpoint(http, o, nullptr));
+  FALCON_ASSIGN_OR_RETURN(Answer t, Call(http, o, "POST", endpoint,
+                                         Form({{"grant_type", "refresh_token"},
+                                               {"refresh_token", tokens.refresh_token},
+                                               {"client_id", o.client_id}})));
+  if (t.status != 200) {
+    std::string err = Str(t.body, "error"), desc = Str(t.body, "error_description");
+    return absl::UnauthenticatedError("the issuer " + o.issuer + " refused the refresh token (HTTP " +
+                                      std::to_string(t.status) + (err.empty() ? "" : ": " + err) +
+                                      (desc.empty() ? "" : ", " + desc) + "): run `falcon login --issuer " +
+                                      o.issuer + " --client-id " + o.client_id + "` again");
+  }
+  LoginTokens fresh = tokens;
+  FALCON_RETURN_IF_ERROR(ReadTokens(t.body, endpoint, clock, &fresh));
+  return fresh;
+}
 
 absl::StatusOr<LoginTokens> RunDeviceFlow(net::HttpClient& http, Clock& clock, std::ostream& prompt,
                                           const DeviceFlowOptions& options) {
@@ -76,20 +127,14 @@ absl::StatusOr<LoginTokens> RunDeviceFlow(net::HttpClient& http, Clock& clock, s
     return absl::InvalidArgumentError("--issuer " + o.issuer + " must be an http(s) URL");
   }
   const std::string discovery = o.issuer + "/.well-known/openid-configuration";
-  FALCON_ASSIGN_OR_RETURN(Answer d, Call(http, o, "GET", discovery, ""));
-  if (d.status != 200) {
-    return absl::FailedPreconditionError("the issuer's discovery document " + discovery + " answered HTTP " +
-                                         std::to_string(d.status) + ": check --issuer");
-  }
-  const std::string device_endpoint = Str(d.body, "device_authorization_endpoint");
-  const std::string token_endpoint = Str(d.body, "token_endpoint");
+  std::string device_endpoint;
+  FALCON_ASSIGN_OR_RETURN(const std::string token_endpoint, TokenEndpoint(http, o, &device_endpoint));
   if (device_endpoint.empty()) {
     return absl::FailedPreconditionError(
         "the issuer " + o.issuer + " has no device_authorization_endpoint in " + discovery +
         ": it does not offer the device flow, so `falcon login` cannot sign in there; use an exec credential "
         "plugin that prints a token (falcon config set-context NAME --exec-command ...)");
   }
-  if (token_endpoint.empty()) return absl::InvalidArgumentError(discovery + " names no token_endpoint");
 
   FALCON_ASSIGN_OR_RETURN(Answer a, Call(http, o, "POST", device_endpoint,
                                          Form({{"client_id", o.client_id}, {"scope", o.scope}})));
@@ -132,16 +177,7 @@ absl::StatusOr<LoginTokens> RunDeviceFlow(net::HttpClient& http, Clock& clock, s
       LoginTokens tokens;
       tokens.issuer = o.issuer;
       tokens.client_id = o.client_id;
-      tokens.id_token = Str(t.body, "id_token");
-      tokens.access_token = Str(t.body, "access_token");
-      tokens.refresh_token = Str(t.body, "refresh_token");
-      if (tokens.id_token.empty() && tokens.access_token.empty()) {
-        return absl::InvalidArgumentError("the token answer of " + token_endpoint + " has neither id_token nor access_token");
-      }
-      tokens.expires_at = JwtExpiry(tokens.id_token);
-      if (!tokens.expires_at && t.body.contains("expires_in")) {
-        tokens.expires_at = clock.Now() + std::chrono::seconds(Num(t.body, "expires_in", 0));
-      }
+      FALCON_RETURN_IF_ERROR(ReadTokens(t.body, token_endpoint, clock, &tokens));
       return tokens;
     }
     const std::string err = Str(t.body, "error");

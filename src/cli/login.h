@@ -37,4 +37,10 @@ struct DeviceFlowOptions {
 absl::StatusOr<LoginTokens> RunDeviceFlow(net::HttpClient& http, Clock& clock, std::ostream& prompt,
                                           const DeviceFlowOptions& options);
 
+// Trades `tokens.refresh_token` for new tokens at the issuer's token endpoint (grant_type=refresh_token).
+// The answer's refresh token replaces the old one when it sends one. UNAUTHENTICATED saying to run
+// `falcon login` again when the issuer refuses it (invalid_grant); UNAVAILABLE when it is unreachable.
+absl::StatusOr<LoginTokens> RefreshLogin(net::HttpClient& http, Clock& clock, const LoginTokens& tokens,
+                                         std::chrono::milliseconds request_timeout = std::chrono::seconds(30));
+
 }  // namespace falcon::cli

@@ -636,6 +636,15 @@ struct Issuer {
           });
           s.Post("/token", [this, &stub](const httplib::Request& req, httplib::Response& res) {
             stub.Record(req);
+            if (req.get_param_value("grant_type") == "refresh_token") {
+              if (req.get_param_value("refresh_token") != "refresh-1") {
+                res.status = 400;
+                res.set_content(R"({"error":"invalid_grant","error_description":"refresh token revoked"})", "application/json");
+                return;
+              }
+              res.set_content(json{{"id_token", RefreshedToken()}, {"expires_in", 3600}}.dump(), "application/json");
+              return;
+            }
             EXPECT_EQ(req.get_param_value("grant_type"), "urn:ietf:params:oauth:grant-type:device_code");
             EXPECT_EQ(req.get_param_value("device_code"), "dev-123");
             std::string next;
@@ -663,6 +672,12 @@ struct Issuer {
     std::string payload;
     absl::WebSafeBase64Escape(R"({"sub":"alice","exp":1700007200})", &payload);
     return "eyJhbGciOiJSUzI1NiJ9." + payload + ".c2ln";
+  }
+  // What the refresh grant gives: valid two hours after TestNow().
+  static std::string RefreshedToken() {
+    std::string payload;
+    absl::WebSafeBase64Escape(R"({"sub":"alice","exp":1700010800})", &payload);
+    return "eyJhbGciOiJSUzI1NiJ9." + payload + ".cmVm";
   }
   int TokenPolls() {
     std::lock_guard<std::mutex> l(server_.mu);
@@ -736,11 +751,13 @@ TEST_F(AuthTest, DeviceFlowDeniedAndMissingEndpoint) {
 TEST_F(AuthTest, LoginStoresTheTokensAndLaterCommandsPresentThem) {
   Issuer issuer({"authorization_pending"});
   // The Falcon server accepts the issuer's id_token.
-  std::string accepted = "Bearer " + Issuer::IdToken();
-  StubServer server([accepted](httplib::Server& s, StubServer& stub) {
-    s.Get("/v1/whoami", [accepted, &stub](const httplib::Request& req, httplib::Response& res) {
+  StubServer server([](httplib::Server& s, StubServer& stub) {
+    s.Get("/v1/whoami", [&stub](const httplib::Request& req, httplib::Response& res) {
       stub.Record(req);
-      if (req.get_header_value("Authorization") != accepted) return StubServer::Error(res, 401, "UNAUTHENTICATED", "bad token");
+      std::string a = req.get_header_value("Authorization");
+      if (a != "Bearer " + Issuer::IdToken() && a != "Bearer " + Issuer::RefreshedToken()) {
+        return StubServer::Error(res, 401, "UNAUTHENTICATED", "bad token");
+      }
       res.set_content(R"({"username":"alice","groups":[],"roles":["submitter"],"authenticator":"oidc"})", "application/json");
     });
   });
@@ -759,9 +776,34 @@ TEST_F(AuthTest, LoginStoresTheTokensAndLaterCommandsPresentThem) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["authenticator"], "oidc");
 
-  // An expired login says to log in again.
+  // An expired login is refreshed with the refresh token, and the new id_token cached.
   LoginTokens t = *LoadLoginTokens(cache);
+  EXPECT_EQ(t.refresh_token, "refresh-1");
   t.expires_at = TestNow() - std::chrono::seconds(1);
+  ASSERT_TRUE(SaveLoginTokens(cache, t).ok());
+  r = cli_.Run({"whoami"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  {
+    std::lock_guard<std::mutex> l(server.mu);
+    EXPECT_EQ(server.auth.back(), "Bearer " + Issuer::RefreshedToken());
+  }
+  LoginTokens refreshed = *LoadLoginTokens(cache);
+  EXPECT_EQ(refreshed.id_token, Issuer::RefreshedToken());
+  EXPECT_EQ(refreshed.refresh_token, "refresh-1");  // kept: the answer sent none
+  EXPECT_EQ(Mode(cache), 0600);
+
+  // A refused refresh token says to log in again.
+  t.refresh_token = "revoked";
+  ASSERT_TRUE(SaveLoginTokens(cache, t).ok());
+  r = cli_.Run({"whoami"});
+  EXPECT_EQ(r.code, kExitError);
+  EXPECT_NE(r.err.find("expired and refreshing it failed: the issuer " + issuer.base() +
+                       " refused the refresh token (HTTP 400: invalid_grant, refresh token revoked): run `falcon login"),
+            std::string::npos)
+      << r.err;
+
+  // Without a refresh token: log in again.
+  t.refresh_token.clear();
   ASSERT_TRUE(SaveLoginTokens(cache, t).ok());
   r = cli_.Run({"whoami"});
   EXPECT_EQ(r.code, kExitError);
