@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <httplib.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -605,6 +609,77 @@ TEST_F(AuthTest, ContextTokenFileAndCaFileAreUsed) {
   cli_.env["FALCON_CA_FILE"] = (tmp_ / "missing.pem").string();
   r = cli_.Run({"whoami"});
   EXPECT_NE(r.err.find("missing.pem cannot be opened"), std::string::npos) << r.err;
+}
+
+// ------------------------------------------------------------------ TLS with a given CA
+
+// Writes a self-signed certificate for 127.0.0.1 (P-256, made with OpenSSL) and its key as PEM files.
+void MakeSelfSignedCert(const std::string& cert_path, const std::string& key_path) {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  ASSERT_NE(key, nullptr);
+  X509* x = X509_new();
+  X509_set_version(x, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+  X509_gmtime_adj(X509_getm_notBefore(x), -3600);
+  X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+  X509_set_pubkey(x, key);
+  X509_NAME* name = X509_get_subject_name(x);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1, 0);
+  X509_set_issuer_name(x, name);
+  X509V3_CTX v3;
+  X509V3_set_ctx_nodb(&v3);
+  X509V3_set_ctx(&v3, x, x, nullptr, nullptr, 0);
+  for (auto [nid, value] : std::vector<std::pair<int, const char*>>{
+           {NID_subject_alt_name, "IP:127.0.0.1"}, {NID_basic_constraints, "critical,CA:TRUE"}}) {
+    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &v3, nid, value);
+    ASSERT_NE(ext, nullptr);
+    X509_add_ext(x, ext, -1);
+    X509_EXTENSION_free(ext);
+  }
+  ASSERT_GT(X509_sign(x, key, EVP_sha256()), 0);
+  FILE* f = std::fopen(cert_path.c_str(), "w");
+  PEM_write_X509(f, x);
+  std::fclose(f);
+  f = std::fopen(key_path.c_str(), "w");
+  PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
+  std::fclose(f);
+  X509_free(x);
+  EVP_PKEY_free(key);
+}
+
+TEST_F(AuthTest, CertificateAuthorityIsTrustedForHttps) {
+  std::string cert = (tmp_ / "server.pem").string(), key = (tmp_ / "server.key").string();
+  MakeSelfSignedCert(cert, key);
+  httplib::SSLServer tls(cert.c_str(), key.c_str());
+  ASSERT_TRUE(tls.is_valid());
+  std::string seen;
+  tls.Get("/v1/whoami", [&seen](const httplib::Request& req, httplib::Response& res) {
+    seen = req.get_header_value("Authorization");
+    res.set_content(R"({"username":"alice","groups":[],"roles":["viewer"],"authenticator":"static-token"})",
+                    "application/json");
+  });
+  int port = tls.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread t([&] { tls.listen_after_bind(); });
+  for (int i = 0; i < 500 && !tls.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const std::string url = "https://127.0.0.1:" + std::to_string(port);
+
+  auto r = cli_.Run({"--server", url, "--token", "viewer-token", "whoami", "-o", "json"});
+  EXPECT_EQ(r.code, kExitError) << "a self-signed server must not be trusted without its CA";
+  EXPECT_NE(r.err.find("--certificate-authority"), std::string::npos) << r.err;
+
+  r = cli_.Run({"--server", url, "--token", "viewer-token", "--certificate-authority", cert, "whoami", "-o", "json"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(seen, "Bearer viewer-token");
+
+  WriteConfig("current-context: tls\ncontexts:\n- name: tls\n  server: " + url + "\n  certificate-authority: " + cert +
+              "\n  token: viewer-token\n");
+  seen.clear();
+  r = cli_.Run({"whoami"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(seen, "Bearer viewer-token");
+  tls.stop();
+  t.join();
 }
 
 // ------------------------------------------------------------------ falcon login (device flow)
