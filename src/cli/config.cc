@@ -189,7 +189,11 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const std::st
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& source) {
-  FALCON_ASSIGN_OR_RETURN(std::string data, ReadSmallFile(path, "token file (from " + source + ")"));
+  auto read = ReadSmallFile(path, "token file");
+  if (!read.ok()) {
+    return absl::Status(read.status().code(), std::string(read.status().message()) + "; it was named by " + source);
+  }
+  std::string data = std::move(*read);
   size_t b = data.find_first_not_of(" \t\r\n");
   size_t e = data.find_last_not_of(" \t\r\n");
   std::string token = b == std::string::npos ? "" : data.substr(b, e - b + 1);

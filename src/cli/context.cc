@@ -41,7 +41,11 @@ absl::StatusOr<ApiClient*> Context::Client() {
   ClientOptions options = io_.client_options;
   options.config_path = conn.config_path;
   if (!conn.ca_file.empty()) {
-    FALCON_ASSIGN_OR_RETURN(options.ca_pem, ReadSmallFile(conn.ca_file, "CA file (from " + conn.ca_source + ")"));
+    auto pem = ReadSmallFile(conn.ca_file, "CA file");
+    if (!pem.ok()) {
+      return absl::Status(pem.status().code(), std::string(pem.status().message()) + "; it was named by " + conn.ca_source);
+    }
+    options.ca_pem = std::move(*pem);
     if (options.ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
       return absl::InvalidArgumentError("CA file " + conn.ca_file + " (from " + conn.ca_source +
                                         ") holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
