@@ -269,7 +269,7 @@ void RegisterAuthCommands(CLI::App& app, Context& ctx) {
   CLI::App* au = AddGroup(app, "audit", "", "Read the audit trail (admin)");
   au->footer("Examples:\n  falcon audit list --since 24h --user alice@example.com");
   {
-    auto* c = AddCommand(au, ctx, "list", "List audit events, oldest first (pages through all of them)", o, AuditList);
+    auto* c = AddCommand(au, ctx, "list", "List audit events in the server's order (pages through all of them)", o, AuditList);
     c->alias("ls");
     c->add_option("--since", o->since, "Only events after this: a duration back (24h) or an RFC 3339 time")
         ->type_name("WHEN");

@@ -232,6 +232,14 @@ absl::StatusOr<ConfigFile> LoadConfig(const std::string& path, bool must_exist) 
                                       " is not a YAML mapping: write `server: http://HOST:PORT` or contexts");
   }
   try {
+    // Unknown keys are refused rather than dropped: `falcon config` rewrites the file.
+    for (const auto& kv : root) {
+      static const std::vector<std::string> kTop = {"server", "current-context", "contexts"};
+      std::string key = kv.first.as<std::string>();
+      if (std::find(kTop.begin(), kTop.end(), key) == kTop.end()) {
+        return Bad(path, kv.first, "unknown key `" + key + "`; the file has `server:`, `current-context:` and `contexts:`");
+      }
+    }
     FALCON_ASSIGN_OR_RETURN(cfg.server, Scalar(path, root, "server"));
     FALCON_ASSIGN_OR_RETURN(cfg.current_context, Scalar(path, root, "current-context"));
     if (root["current-context"]) cfg.current_context_line = root["current-context"].Mark().line + 1;

@@ -276,6 +276,7 @@ TEST_F(AuthTest, ConfigErrorsNameTheFileAndLine) {
            {"contexts:\n- name: a\n  token: t\n  token-file: f\n", config_ + ":2: context a has more than one of"},
            {"contexts:\n- name: a\n  exec:\n    args: [x]\n", config_ + ":4: `exec` needs `command:`"},
            {"contexts: {name: a}\n", config_ + ":1: expected `contexts:` as a list"},
+           {"server: http://x\ncurent-context: a\n", config_ + ":2: unknown key `curent-context`"},
            {"server: http://x\ncurrent-context: nope\ncontexts:\n- name: a\n",
             config_ + ":2: current-context nope names no context"},
        }) {
