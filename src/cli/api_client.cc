@@ -1,5 +1,6 @@
 #include "cli/api_client.h"
 
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 
@@ -50,8 +51,58 @@ absl::Status StatusFromHttp(int http_status, const std::string& body) {
                                                     (head.empty() ? "" : ": " + head));
 }
 
+std::string RoleFromForbidden(const std::string& body) {
+  auto j = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("error") || !j["error"].is_object()) return "";
+  const auto& e = j["error"];
+  for (const nlohmann::json* obj : {&e, e.contains("details") ? &e["details"] : nullptr}) {
+    if (obj == nullptr || !obj->is_object()) continue;
+    for (const char* key : {"role", "required_role"}) {
+      if (obj->contains(key) && (*obj)[key].is_string()) return (*obj)[key].get<std::string>();
+    }
+  }
+  if (!e.contains("message") || !e["message"].is_string()) return "";
+  // "... needs role admin", "requires the role `submitter`", "role \"viewer\" required".
+  const std::string msg = e["message"].get<std::string>();
+  size_t at = msg.find("role");
+  if (at == std::string::npos) return "";
+  size_t b = msg.find_first_not_of(" :\"'`", at + 4);
+  if (b == std::string::npos) return "";
+  size_t end = b;
+  while (end < msg.size() && (std::isalnum(static_cast<unsigned char>(msg[end])) || msg[end] == '-' || msg[end] == '_')) {
+    ++end;
+  }
+  return msg.substr(b, end - b);
+}
+
+absl::Status AuthStatusFromHttp(int http_status, const std::string& body, const std::string& server,
+                                const ClientOptions& options) {
+  absl::Status s = StatusFromHttp(http_status, body);
+  if (http_status == 401) {
+    std::string reason(s.message());
+    std::string used = options.credential_source.empty()
+                           ? " No credential was sent."
+                           : " The token from " + options.credential_source + " was refused.";
+    return absl::UnauthenticatedError(
+        "not authenticated by " + server + ": " + reason + "." + used + " Give a token with --token, FALCON_TOKEN, or a context in " +
+        (options.config_path.empty() ? std::string("~/.config/falcon/config.yaml") : options.config_path) +
+        " (falcon config set-context NAME --server " + server + " --token-file FILE), or run `falcon login`");
+  }
+  if (http_status == 403) {
+    std::string role = RoleFromForbidden(body);
+    return absl::PermissionDeniedError(std::string(s.message()) + "; ask an admin for " +
+                                       (role.empty() ? std::string("a role that allows it") : "role " + role) +
+                                       " (see your roles with `falcon whoami`)");
+  }
+  return s;
+}
+
 ApiClient::ApiClient(std::string server, ClientOptions options)
-    : options_(options), http_(std::make_unique<net::HttpClient>()) {
+    : options_(options), http_(std::make_unique<net::HttpClient>([&] {
+        net::ClientOptions o;
+        o.tls.ca_pem = options.ca_pem;
+        return o;
+      }())) {
   if (server.find("://") == std::string::npos) server = "http://" + server;
   while (!server.empty() && server.back() == '/') server.pop_back();
   server_ = server;
@@ -73,6 +124,7 @@ net::HttpRequest ApiClient::Request(const std::string& method, const std::string
   req.method = method;
   req.url = Url(path, query);
   req.connect_timeout = options_.connect_timeout;
+  req.bearer_token = options_.bearer_token;
   req.low_speed_time = std::max(std::chrono::seconds(1),
                                 std::chrono::duration_cast<std::chrono::seconds>(options_.request_timeout));
   return req;
@@ -96,7 +148,9 @@ absl::Status ApiClient::TransportError(const absl::Status& s, const std::string&
     case net::TransportFailure::kTls:
     case net::TransportFailure::kTlsVerify:
       return absl::UnavailableError("TLS handshake with " + server_ + " failed (" + reason +
-                                    "): check the scheme (http:// or https://) of the server address.");
+                                    "): check the scheme (http:// or https://) of the server address, and give "
+                                    "the server's CA with --certificate-authority, FALCON_CA_FILE or "
+                                    "`certificate-authority:` in the context.");
     case net::TransportFailure::kBroken:
     case net::TransportFailure::kTimeout:
       return absl::UnavailableError("the connection to falcon-apiserver at " + server_ + " broke during " + method +
@@ -127,7 +181,7 @@ absl::StatusOr<nlohmann::json> ApiClient::Send(const std::string& method, const 
   if (method != "GET") req.headers.push_back("Content-Type: application/json");
   auto res = http_->Send(req);
   if (!res.ok()) return TransportError(res.status(), method, path);
-  if (!res->ok()) return StatusFromHttp(static_cast<int>(res->status), res->body);
+  if (!res->ok()) return AuthStatusFromHttp(static_cast<int>(res->status), res->body, server_, options_);
   if (res->body.empty()) return nlohmann::json::object();
   auto j = nlohmann::json::parse(res->body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) {
@@ -143,7 +197,7 @@ absl::StatusOr<LogChunk> ApiClient::GetLogs(const std::string& analysis_id, int6
   req.headers = {"Accept: text/plain"};
   auto res = http_->Send(req);
   if (!res.ok()) return TransportError(res.status(), "GET", path);
-  if (!res->ok()) return StatusFromHttp(static_cast<int>(res->status), res->body);
+  if (!res->ok()) return AuthStatusFromHttp(static_cast<int>(res->status), res->body, server_, options_);
   LogChunk chunk;
   chunk.content = std::move(res->body);
   chunk.next_offset = offset + static_cast<int64_t>(chunk.content.size());
@@ -176,7 +230,7 @@ absl::StatusOr<int64_t> ApiClient::Download(const std::string& path,
   auto res = http_->Send(req);
   if (sink_failed) return absl::AbortedError("writing the download of " + path + " failed");
   if (!res.ok()) return TransportError(res.status(), "GET", path);
-  if (!res->ok()) return StatusFromHttp(static_cast<int>(res->status), res->body);
+  if (!res->ok()) return AuthStatusFromHttp(static_cast<int>(res->status), res->body, server_, options_);
   return res->sink_bytes;
 }
 
@@ -204,7 +258,7 @@ absl::StatusOr<nlohmann::json> ApiClient::UploadFile(const std::string& path, co
   auto res = http_->Send(req);
   if (read_failed) return absl::DataLossError("reading " + local_path + " failed during the upload");
   if (!res.ok()) return TransportError(res.status(), "PUT", path);
-  if (!res->ok()) return StatusFromHttp(static_cast<int>(res->status), res->body);
+  if (!res->ok()) return AuthStatusFromHttp(static_cast<int>(res->status), res->body, server_, options_);
   if (res->body.empty()) return nlohmann::json::object();
   auto j = nlohmann::json::parse(res->body, nullptr, false);
   if (j.is_discarded()) return absl::InternalError("the upload answer is not JSON: " + res->body.substr(0, 120));

@@ -41,6 +41,14 @@ struct ClientOptions {
   std::chrono::milliseconds connect_timeout{5000};
   // How long the server may stay silent (no byte sent or received) before the request is abandoned.
   std::chrono::milliseconds request_timeout{60000};
+  // Sent as `Authorization: Bearer <token>` on every request when set.
+  std::string bearer_token;
+  // Where the token came from ("--token", "context prod in FILE"), for the 401 message; "" when none.
+  std::string credential_source;
+  // PEM CAs trusted for https:// instead of the system's (--certificate-authority, FALCON_CA_FILE, the context).
+  std::string ca_pem;
+  // The config file path named in the 401 message.
+  std::string config_path;
 };
 
 class ApiClient {
@@ -88,5 +96,17 @@ class ApiClient {
 // The status for a non-2xx HTTP answer: the API's {"error":{"code","message"}} when present, otherwise
 // the HTTP status with the start of the body.
 absl::Status StatusFromHttp(int http_status, const std::string& body);
+
+// The role a 403 answer names: the error's "role" or "required_role" (also under "details"), else the
+// word after "role" in its message; "" when it names none.
+std::string RoleFromForbidden(const std::string& body);
+
+// A 401/403 answer worded for a person, saying how to authenticate:
+//   401: "not authenticated by SERVER: REASON. Give a token with --token, FALCON_TOKEN, or a context in
+//         CONFIG (falcon config set-context ...)"
+//   403: "REASON; ask an admin for role ROLE"
+// Other answers as StatusFromHttp.
+absl::Status AuthStatusFromHttp(int http_status, const std::string& body, const std::string& server,
+                                const ClientOptions& options);
 
 }  // namespace falcon::cli

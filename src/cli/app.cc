@@ -14,11 +14,20 @@ namespace {
 void BuildRoot(CLI::App& app, Context& ctx) {
   app.description(
       "falcon: run and inspect Falcon data analyses through falcon-apiserver.\n"
-      "The server address comes from --server, then $FALCON_SERVER, then `server:` in\n"
-      "~/.config/falcon/config.yaml, then http://127.0.0.1:8080.");
+      "The server address comes from --server, then $FALCON_SERVER, then the context (or `server:`) in\n"
+      "~/.config/falcon/config.yaml, then http://127.0.0.1:8080. The credential comes from --token or\n"
+      "--token-file, then $FALCON_TOKEN, then the context (token, token-file, exec plugin or falcon login).");
   app.add_option("--server", ctx.globals().server, "falcon-apiserver address, e.g. http://127.0.0.1:8080")
       ->type_name("URL");
   app.add_option("--config", ctx.globals().config, "Config file (default ~/.config/falcon/config.yaml)")
+      ->type_name("FILE");
+  app.add_option("--context", ctx.globals().context, "Context of the config file to use (default: current-context)")
+      ->type_name("NAME");
+  app.add_option("--token", ctx.globals().token, "Bearer token to present (prefer --token-file or FALCON_TOKEN)")
+      ->type_name("TOKEN");
+  app.add_option("--token-file", ctx.globals().token_file, "File holding the bearer token")->type_name("FILE");
+  app.add_option("--certificate-authority", ctx.globals().certificate_authority,
+                 "PEM file of the CAs to trust for an https:// server")
       ->type_name("FILE");
   app.require_subcommand(1);
   app.fallthrough();
@@ -27,12 +36,17 @@ void BuildRoot(CLI::App& app, Context& ctx) {
       "  falcon plugin list\n"
       "  falcon analysis create --exp-id exp-1 --plugin file-stats --wait\n"
       "  falcon analysis list --status running -o wide\n"
+      "  falcon whoami\n"
+      "  FALCON_TOKEN=$(cat ci.token) falcon analysis list --mine\n"
       "  source <(falcon completion bash)\n"
       "Run `falcon COMMAND --help` for the flags of each command.");
   // The order here is the order of the root help.
   RegisterAnalysisCommands(app, ctx);
   RegisterPluginCommands(app, ctx);
   RegisterExpCommands(app, ctx);
+  RegisterAuthCommands(app, ctx);
+  RegisterConfigCommands(app, ctx);
+  RegisterLoginCommand(app, ctx);
   RegisterCompletionCommand(app, ctx);
 }
 

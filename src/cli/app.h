@@ -1,4 +1,4 @@
-// The falcon CLI: the command tree (analysis, plugin, exp, completion), its flags, and what each command
+// The falcon CLI: the command tree (analysis, plugin, exp, whoami, token, audit, config, login, completion), its flags, and what each command
 // does against falcon-apiserver's HTTP/JSON API. main() only fills an Io and calls Run, so tests drive the
 // whole CLI in-process with their own streams, environment, clock and terminal.
 #pragma once
@@ -11,6 +11,7 @@
 
 #include "cli/api_client.h"
 #include "cli/config.h"
+#include "cli/credentials.h"
 #include "common/clock.h"
 
 namespace falcon::cli {
@@ -36,6 +37,9 @@ struct Io {
   // How often --wait/--follow poll the server.
   std::chrono::milliseconds poll_interval{1000};
   ClientOptions client_options;
+  // Runs exec credential plugins; nullptr: real processes.
+  CommandRunner* runner = nullptr;
+  ExecLimits exec_limits;
 };
 
 // Runs one command line (args[0] is the program name) and returns the exit code.

@@ -27,6 +27,7 @@ struct AnalysisOptions {
   // list
   std::string status;
   int limit = 0;
+  bool mine = false;
   // create
   std::string name, plugin, command, script;
   std::string cpu_request, cpu_limit, memory_request, memory_limit;
@@ -180,6 +181,7 @@ int List(Context& ctx, const AnalysisOptions& o) {
   req.path = "/v1/analyses";
   if (!o.exp_id.empty()) req.filters.push_back({"exp_id", o.exp_id});
   if (!o.status.empty()) req.filters.push_back({"status", o.status});
+  if (o.mine) req.filters.push_back({"mine", "true"});
   req.limit = o.limit;
   req.page_size = kListPageSize;
   req.items = [](const json& r) -> const json& {
@@ -201,12 +203,17 @@ int List(Context& ctx, const AnalysisOptions& o) {
   std::vector<Column> columns = {{"ANALYSIS ID"},   {"NAME", true},   {"EXP", true}, {"TYPE", false, 3},
                                  {"PLUGIN", true, 2}, {"STATUS"},       {"AGE", false, 1}};
   if (wide) columns.insert(columns.end(), {{"ARTIFACT", true}, {"COMMAND", true}, {"ERROR", true}});
+  // A server with authentication records the creator: -o wide shows it.
+  bool owners = false;
+  for (const auto& r : *records) owners = owners || (r.contains("created_by") && r["created_by"].is_string());
+  if (wide && owners) columns.push_back({"CREATED BY", true});
   Table t = MakeTable(columns);
   for (const auto& r : *records) {
     ordered_json a = AnalysisJson(r);
     std::vector<std::string> row = {a["analysis_id"], a["name"],   a["exp_id"],          a["analysis_type"],
                                     a["plugin_name"], a["status"], ctx.Age(r, "created_at")};
     if (wide) row.insert(row.end(), {a["artifact_id"], a["command"], a["error_message"]});
+    if (wide && owners) row.push_back(StringField(a, "created_by"));
     t.AddRow(DashEmpty(std::move(row)));
   }
   ctx.PrintTable(t);
@@ -352,10 +359,11 @@ void RegisterAnalysisCommands(CLI::App& app, Context& ctx) {
         ->check(CLI::IsMember(kAnalysisStates))
         ->type_name("STATE");
     c->add_option("--limit", o->limit, "Show at most N analyses (0: all)")->check(CLI::NonNegativeNumber);
+    c->add_flag("--mine", o->mine, "Only analyses you created (the server knows you by your credential)");
     AddOutputFlag(c, &o->output);
     c->footer(
         "Examples:\n  falcon analysis list\n  falcon analysis list --exp-id exp-1 --status failed -o wide\n"
-        "  falcon analysis list --limit 20 -o json");
+        "  falcon analysis list --mine --limit 20 -o json");
   }
   {
     auto* c = AddCommand(an, ctx, "cancel", "Cancel an analysis (its logs and partial results stay)", o, Cancel);

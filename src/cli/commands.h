@@ -15,6 +15,9 @@ namespace falcon::cli {
 void RegisterAnalysisCommands(CLI::App& app, Context& ctx);    // cmd_analysis.cc
 void RegisterPluginCommands(CLI::App& app, Context& ctx);      // cmd_plugin.cc
 void RegisterExpCommands(CLI::App& app, Context& ctx);         // cmd_exp.cc
+void RegisterAuthCommands(CLI::App& app, Context& ctx);        // cmd_auth.cc: whoami, token, audit
+void RegisterConfigCommands(CLI::App& app, Context& ctx);      // cmd_config.cc
+void RegisterLoginCommand(CLI::App& app, Context& ctx);        // cmd_login.cc
 void RegisterCompletionCommand(CLI::App& app, Context& ctx);   // cmd_completion.cc
 
 }  // namespace falcon::cli

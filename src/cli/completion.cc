@@ -98,7 +98,9 @@ std::string BashCompletion(const CLI::App& app) {
       fi
       return ;;
     --type) COMPREPLY=($(compgen -W "hlo xplane trace file" -- "$cur")); return ;;
-    --script|--file|--config) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --role) COMPREPLY=($(compgen -W "viewer submitter admin" -- "$cur")); return ;;
+    --script|--file|--config|--token-file|--certificate-authority) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --exec-command) COMPREPLY=($(compgen -c -- "$cur")); return ;;
     --download) COMPREPLY=($(compgen -d -- "$cur")); return ;;
   esac
   vflags="$(_falcon_value_flags "$path")"

@@ -11,7 +11,8 @@ class App;
 namespace falcon::cli {
 
 // A bash script defining `_falcon` and `complete -F _falcon falcon`: subcommands, flags of each command,
-// the values of -o/--status, and file/directory names for --script/--file/--download/--config.
+// the values of -o/--status/--type/--role, and file/directory names for --script/--file/--download/--config/
+// --token-file/--certificate-authority.
 std::string BashCompletion(const CLI::App& app);
 
 }  // namespace falcon::cli

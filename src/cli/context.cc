@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/config.h"
+#include "cli/login.h"
+#include "net/http_client.h"
 #include "cli/output.h"
 #include "common/status.h"
 
@@ -12,17 +14,54 @@ Context::Context(const Io& io) : io_(io) {}
 
 Context::~Context() = default;
 
+std::string Context::ConfigPath() const {
+  return globals_.config.empty() ? DefaultConfigPath(io_.env) : globals_.config;
+}
+
+std::string Context::CacheDir() const { return DefaultCacheDir(io_.env); }
+
+absl::StatusOr<Connection> Context::ResolveConnection() const {
+  ConnectionFlags flags;
+  flags.server = globals_.server;
+  flags.token = globals_.token;
+  flags.token_file = globals_.token_file;
+  flags.certificate_authority = globals_.certificate_authority;
+  flags.context = globals_.context;
+  return cli::ResolveConnection(flags, io_.env, ConfigPath(), ConfigExplicit());
+}
+
 absl::StatusOr<ApiClient*> Context::Client() {
   if (client_) return client_.get();
-  std::string config = globals_.config.empty() ? DefaultConfigPath(io_.env) : globals_.config;
-  FALCON_ASSIGN_OR_RETURN(ServerChoice choice,
-                          ResolveServer(globals_.server, io_.env, config, !globals_.config.empty()));
-  const std::string& a = choice.address;
+  FALCON_ASSIGN_OR_RETURN(Connection conn, ResolveConnection());
+  const std::string& a = conn.server;
   if (a.find("://") != std::string::npos && a.rfind("http://", 0) != 0 && a.rfind("https://", 0) != 0) {
-    return absl::InvalidArgumentError("server address " + a + " (from " + choice.source +
+    return absl::InvalidArgumentError("server address " + a + " (from " + conn.server_source +
                                       ") must start with http:// or https://");
   }
-  client_ = std::make_unique<ApiClient>(a, io_.client_options);
+  ClientOptions options = io_.client_options;
+  options.config_path = conn.config_path;
+  if (!conn.ca_file.empty()) {
+    auto pem = ReadSmallFile(conn.ca_file, "CA file");
+    if (!pem.ok()) {
+      return absl::Status(pem.status().code(), std::string(pem.status().message()) + "; it was named by " + conn.ca_source);
+    }
+    options.ca_pem = std::move(*pem);
+    if (options.ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      return absl::InvalidArgumentError("CA file " + conn.ca_file + " (from " + conn.ca_source +
+                                        ") holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+    }
+  }
+  CommandRunner* runner = io_.runner;
+  if (runner == nullptr) {
+    if (!own_runner_) own_runner_ = MakeProcessRunner();
+    runner = own_runner_.get();
+  }
+  net::HttpClient issuer_http;
+  CredentialProvider credentials(*runner, *io_.clock, CacheDir(), io_.exec_limits,
+                                 [&](const LoginTokens& t) { return RefreshLogin(issuer_http, *io_.clock, t); });
+  FALCON_ASSIGN_OR_RETURN(options.bearer_token, credentials.Token(conn));
+  if (!options.bearer_token.empty()) options.credential_source = conn.credential_source;
+  client_ = std::make_unique<ApiClient>(a, options);
   return client_.get();
 }
 
@@ -64,7 +103,7 @@ CLI::App* AddCommand(CLI::App* parent, Context& ctx, const std::string& name, co
 
 CLI::App* AddGroup(CLI::App& app, const std::string& name, const std::string& alias, const std::string& desc) {
   CLI::App* g = app.add_subcommand(name, desc);
-  g->alias(alias);
+  if (!alias.empty()) g->alias(alias);
   g->require_subcommand(1);
   g->fallthrough();
   return g;

@@ -31,6 +31,10 @@ class Table;
 struct GlobalOptions {
   std::string server;
   std::string config;
+  std::string token;
+  std::string token_file;
+  std::string certificate_authority;
+  std::string context;
 };
 
 class Context {
@@ -48,9 +52,19 @@ class Context {
   // Monotonic now, for what --wait/--follow measure (elapsed time, timeouts): a wall-clock step moves neither.
   MonoTime MonotonicNow() const { return io_.clock->MonotonicNow(); }
 
-  // The client of the server chosen by --server, $FALCON_SERVER, the config file or the default, made on
-  // first use. INVALID_ARGUMENT for an address that is not http(s), the config file's errors otherwise.
+  // The client of the server chosen by --server, $FALCON_SERVER, the context, the config file or the
+  // default, presenting the credential of the flags, the environment or the context (config.h), made on
+  // first use. INVALID_ARGUMENT for an address that is not http(s); the config file's, the CA file's and the
+  // credential's errors otherwise.
   absl::StatusOr<ApiClient*> Client();
+  // The config file path (--config or the default) and whether --config named it.
+  std::string ConfigPath() const;
+  bool ConfigExplicit() const { return !globals_.config.empty(); }
+  // The resolved connection (no credential obtained yet).
+  absl::StatusOr<Connection> ResolveConnection() const;
+  // The cache directory for tokens ("" when HOME and XDG_CACHE_HOME are unset).
+  std::string CacheDir() const;
+  Clock& clock() const { return *io_.clock; }
 
   // Error -> exit code: prints "error: ..." on stderr and returns kExitError (the request failed) or
   // kExitUsage (bad flags or arguments; nothing was sent).
@@ -75,6 +89,7 @@ class Context {
   const Io& io_;
   GlobalOptions globals_;
   std::unique_ptr<ApiClient> client_;
+  std::unique_ptr<CommandRunner> own_runner_;
   std::function<int()> action_;
 };
 

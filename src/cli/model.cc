@@ -38,13 +38,13 @@ std::string EnumJson(const nlohmann::json& j, const char* key, const google::pro
   return api::EnumValueToJson(type->FindValueByNumber(value));
 }
 
+}  // namespace
+
 ordered_json TimeJson(const nlohmann::json& obj, const char* key) {
   auto t = Timestamp(obj, key);
   if (!t) return nullptr;
   return FormatRfc3339(*t);
 }
-
-}  // namespace
 
 MalformedAnswer::MalformedAnswer(const std::string& what)
     : std::runtime_error("malformed answer from the server: " + what) {}
@@ -130,6 +130,8 @@ ordered_json AnalysisJson(const nlohmann::json& r) {
   o["script_name"] = rec.script_name();
   o["created_at"] = TimeJson(r, "created_at");
   o["updated_at"] = TimeJson(r, "updated_at");
+  // Servers with authentication record who created it.
+  if (r.contains("created_by") && r["created_by"].is_string()) o["created_by"] = r["created_by"];
   return o;
 }
 

@@ -41,6 +41,8 @@ std::string Str(const nlohmann::json& obj, const char* key);
 std::optional<int64_t> Int(const nlohmann::json& obj, const char* key);
 // A timestamp field: an RFC 3339 string; nullopt when absent, null or "". MalformedAnswer otherwise.
 std::optional<Time> Timestamp(const nlohmann::json& obj, const char* key);
+// The same as JSON: the timestamp in RFC 3339, null when absent. MalformedAnswer otherwise.
+ordered_json TimeJson(const nlohmann::json& obj, const char* key);
 
 ordered_json AnalysisJson(const nlohmann::json& record);
 ordered_json ExpJson(const nlohmann::json& exp);

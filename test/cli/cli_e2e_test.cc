@@ -124,12 +124,15 @@ class CliE2ETest : public ::testing::Test {
   }
 
   // Runs build/bin/falcon with FALCON_SERVER pointing at our API server; bounded by `timeout`.
-  Result Falcon(const std::vector<std::string>& args, std::chrono::seconds timeout = 120s) {
+  // `use_env_server` false: the server comes from the config file's context instead of FALCON_SERVER.
+  Result Falcon(const std::vector<std::string>& args, std::chrono::seconds timeout = 120s, bool use_env_server = true) {
     std::vector<std::string> argv = {std::string(FALCON_BIN_DIR) + "/falcon"};
     argv.insert(argv.end(), args.begin(), args.end());
     falcon::testsupport::Subprocess::Options o;
-    o.env = {{"FALCON_SERVER", server_}, {"HOME", (dir_ / "home").string()}};
-    o.unset_env = {"XDG_CONFIG_HOME"};
+    o.env = {{"HOME", (dir_ / "home").string()}};
+    if (use_env_server) o.env["FALCON_SERVER"] = server_;
+    o.unset_env = {"XDG_CONFIG_HOME", "XDG_CACHE_HOME", "FALCON_TOKEN", "FALCON_CONTEXT", "FALCON_CA_FILE"};
+    if (!use_env_server) o.unset_env.push_back("FALCON_SERVER");
     o.stderr_log = dir_ / "cli.err";
     auto run = falcon::testsupport::Subprocess::Run(argv, timeout, o);
     if (run.timed_out) {
@@ -284,6 +287,42 @@ TEST_F(CliE2ETest, WholeWorkflowThroughTheCli) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("sleeper"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cancelled"), std::string::npos) << r.out;
+}
+
+// The credential settings against the real server (which, in this version, accepts every caller): a
+// context from the config file chooses the server and an exec plugin's token, cached 0600; --token and
+// FALCON_TOKEN ride along; `analysis list --mine` is accepted; whoami explains a server without it.
+TEST_F(CliE2ETest, ContextsAndCredentialsWorkAgainstTheRealServer) {
+  fs::path plugin = dir_ / "print-token.sh";
+  std::ofstream(plugin) << "#!/bin/sh\necho '{\"status\":{\"token\":\"t0k3n\",\"expirationTimestamp\":"
+                           "\"2999-01-01T00:00:00Z\"}}'\n";
+  fs::permissions(plugin, fs::perms::owner_all);
+  auto r = Falcon({"config", "set-context", "local", "--server", server_, "--exec-command", plugin.string()}, 60s, false);
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = Falcon({"config", "current-context"}, 60s, false);
+  EXPECT_EQ(Trim(r.out), "local");
+  r = Falcon({"plugin", "list"}, 60s, false);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("file-stats"), std::string::npos) << r.out;
+  int cached = 0;
+  for (const auto& e : fs::directory_iterator(dir_ / "home/.cache/falcon")) {
+    ++cached;
+    EXPECT_EQ(fs::status(e.path()).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  }
+  EXPECT_EQ(cached, 1);
+  r = Falcon({"--token", "abc", "analysis", "list", "--mine", "-o", "json"}, 60s, false);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(json::parse(r.out)["analyses"].is_array()) << r.out;
+  r = Falcon({"whoami"}, 60s, false);
+  if (r.code != 0) {
+    EXPECT_NE(r.err.find("has no /v1/whoami"), std::string::npos) << r.err;
+  } else {
+    EXPECT_NE(r.out.find("Username:"), std::string::npos) << r.out;
+  }
+  // A context that does not exist is named.
+  r = Falcon({"--context", "nope", "plugin", "list"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("context nope (from --context) is not in config file"), std::string::npos) << r.err;
 }
 
 }  // namespace

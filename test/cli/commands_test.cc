@@ -506,7 +506,11 @@ TEST_F(CommandsTest, EveryCommandHasHelpWithExamples) {
            {}, {"analysis"}, {"analysis", "create"}, {"analysis", "get"}, {"analysis", "list"},
            {"analysis", "cancel"}, {"analysis", "delete"}, {"analysis", "logs"}, {"analysis", "results"},
            {"analysis", "wait"}, {"plugin", "list"}, {"plugin", "get"}, {"exp", "create"}, {"exp", "get"},
-           {"exp", "add-artifact"}, {"exp", "complete"}, {"exp", "list"}, {"completion"}}) {
+           {"exp", "add-artifact"}, {"exp", "complete"}, {"exp", "list"}, {"whoami"}, {"token"},
+           {"token", "create"}, {"token", "list"}, {"token", "revoke"}, {"audit", "list"}, {"config"},
+           {"config", "get-contexts"}, {"config", "current-context"}, {"config", "use-context"},
+           {"config", "set-context"}, {"config", "delete-context"}, {"config", "view"}, {"login"},
+           {"completion"}}) {
     auto args = cmd;
     args.push_back("--help");
     auto r = cli_.Run(args);
@@ -523,6 +527,11 @@ TEST_F(CommandsTest, BashCompletionIsValidBashAndKnowsTheCommands) {
   EXPECT_NE(r.out.find("\"analysis create\") echo"), std::string::npos);
   EXPECT_NE(r.out.find("--exp-id"), std::string::npos);
   EXPECT_NE(r.out.find("add-artifact"), std::string::npos);
+  for (const char* word : {"\"whoami\") echo", "\"token create\") echo", "\"token list\") echo",
+                           "\"token revoke\") echo", "\"audit list\") echo", "\"config set-context\") echo",
+                           "\"config use-context\") echo", "\"login\") echo", "--token-file", "--mine"}) {
+    EXPECT_NE(r.out.find(word), std::string::npos) << "the completion does not know " << word;
+  }
   fs::path script = tmp_ / "falcon.bash";
   std::ofstream(script) << r.out;
   // Complete `falcon analysis cr` and `falcon analysis create --f` in a real bash.
@@ -530,12 +539,15 @@ TEST_F(CommandsTest, BashCompletionIsValidBashAndKnowsTheCommands) {
                     "; COMP_WORDS=(falcon analysis cr); COMP_CWORD=2; _falcon; echo \"${COMPREPLY[*]}\";"
                     " COMP_WORDS=(falcon analysis create --exp-id e --fo); COMP_CWORD=5; _falcon;"
                     " echo \"${COMPREPLY[*]}\"; COMP_WORDS=(falcon analysis list -o \"\"); COMP_CWORD=4; _falcon;"
-                    " echo \"${COMPREPLY[*]}\"' 2>&1";
+                    " echo \"${COMPREPLY[*]}\"; COMP_WORDS=(falcon tok); COMP_CWORD=1; _falcon; echo \"${COMPREPLY[*]}\";"
+                    " COMP_WORDS=(falcon token create x --role s); COMP_CWORD=5; _falcon; echo \"${COMPREPLY[*]}\";"
+                    " COMP_WORDS=(falcon config u); COMP_CWORD=2; _falcon; echo \"${COMPREPLY[*]}\";"
+                    " COMP_WORDS=(falcon analysis list --mi); COMP_CWORD=3; _falcon; echo \"${COMPREPLY[*]}\"' 2>&1";
   auto run = falcon::testsupport::Subprocess::Run({"/bin/sh", "-c", cmd}, std::chrono::seconds(30));
   ASSERT_FALSE(run.timed_out) << "bash did not finish the completions within 30 s:\n" << run.output;
   EXPECT_EQ(run.code, 0) << run.output;
   const std::string& got = run.output;
-  EXPECT_EQ(got, "create\n--follow\ntable wide json\n");
+  EXPECT_EQ(got, "create\n--follow\ntable wide json\ntoken tokens\nsubmitter\nuse-context\n--mine\n");
 }
 
 }  // namespace
