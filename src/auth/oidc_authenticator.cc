@@ -1,3 +1,5 @@
+// About 600 lines on purpose: discovery, the JWKS cache with its refetch rate limit, and the checks of one
+// token (signature by libcjose, iss, aud, exp/nbf, claims) read together; each check is short.
 #include "auth/oidc_authenticator.h"
 
 #include <cjose/cjose.h>

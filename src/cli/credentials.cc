@@ -1,11 +1,7 @@
 #include "cli/credentials.h"
 
 #include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,8 +15,7 @@
 #include "absl/strings/escaping.h"
 #include "common/rfc3339.h"
 #include "common/status.h"
-
-extern char** environ;
+#include "common/subprocess.h"
 
 namespace falcon::cli {
 namespace {
@@ -36,112 +31,41 @@ std::string CommandLine(const ExecConfig& e) {
 class ProcessRunner : public CommandRunner {
  public:
   absl::StatusOr<ExecOutput> Run(const ExecConfig& exec, const ExecLimits& limits) override {
-    int out_pipe[2], err_pipe[2];
-    if (::pipe2(out_pipe, O_CLOEXEC) != 0) return absl::InternalError(std::string("pipe: ") + std::strerror(errno));
-    if (::pipe2(err_pipe, O_CLOEXEC) != 0) {
-      ::close(out_pipe[0]), ::close(out_pipe[1]);
-      return absl::InternalError(std::string("pipe: ") + std::strerror(errno));
-    }
-    // The environment: ours, with the plugin's additions replacing same-named variables.
-    std::map<std::string, std::string> env;
-    for (char** e = environ; e && *e; ++e) {
-      std::string kv(*e);
-      size_t eq = kv.find('=');
-      if (eq != std::string::npos) env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    for (const auto& [k, v] : exec.env) env[k] = v;
-    std::vector<std::string> env_strings;
-    for (const auto& [k, v] : env) env_strings.push_back(k + "=" + v);
-    std::vector<char*> envp;
-    for (auto& s : env_strings) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::vector<std::string> argv_strings = {exec.command};
-    argv_strings.insert(argv_strings.end(), exec.args.begin(), exec.args.end());
-    std::vector<char*> argv;
-    for (auto& s : argv_strings) argv.push_back(s.data());
-    argv.push_back(nullptr);
-
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, out_pipe[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, err_pipe[1], 2);
-    posix_spawnattr_t attr;
-    posix_spawnattr_init(&attr);
-    // Its own process group, so a timeout kills what it started too.
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attr, 0);
-    pid_t pid = 0;
-    int rc = ::posix_spawnp(&pid, exec.command.c_str(), &fa, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    ::close(out_pipe[1]);
-    ::close(err_pipe[1]);
-    if (rc != 0) {
-      ::close(out_pipe[0]), ::close(err_pipe[0]);
-      return absl::NotFoundError("cannot start the credential plugin `" + exec.command + "`: " + std::strerror(rc) +
+    SpawnOptions spawn;
+    spawn.argv = {exec.command};
+    spawn.argv.insert(spawn.argv.end(), exec.args.begin(), exec.args.end());
+    spawn.search_path = true;
+    for (const auto& [k, v] : exec.env) spawn.extra_env[k] = v;  // a later entry wins
+    RunLimits run_limits;
+    run_limits.timeout = limits.timeout;
+    run_limits.max_stdout_bytes = limits.max_stdout_bytes;
+    run_limits.max_stderr_bytes = limits.max_stderr_shown;
+    run_limits.stop_when_stdout_full = true;
+    auto run = RunBounded(std::move(spawn), run_limits);
+    if (!run.ok()) {
+      return absl::NotFoundError("cannot start the credential plugin `" + exec.command + "`: " +
+                                 std::string(run.status().message()) +
                                  " (check `exec.command` in the context; it must be on PATH or a full path)");
     }
-    ExecOutput result;
-    const auto deadline = std::chrono::steady_clock::now() + limits.timeout;
-    bool out_open = true, err_open = true, too_long = false, timed_out = false;
-    char buf[4096];
-    while (out_open || err_open) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      if (left.count() <= 0) {
-        timed_out = true;
-        break;
-      }
-      pollfd fds[2] = {{out_open ? out_pipe[0] : -1, POLLIN, 0}, {err_open ? err_pipe[0] : -1, POLLIN, 0}};
-      int n = ::poll(fds, 2, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-      if (n < 0 && errno != EINTR) break;
-      for (int i = 0; i < 2; ++i) {
-        if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        ssize_t got = ::read(fds[i].fd, buf, sizeof(buf));
-        if (got <= 0) {
-          (i == 0 ? out_open : err_open) = false;
-          continue;
-        }
-        std::string& dst = i == 0 ? result.out : result.err;
-        size_t cap = i == 0 ? limits.max_stdout_bytes : limits.max_stderr_shown;
-        if (dst.size() + static_cast<size_t>(got) > cap) {
-          dst.append(buf, cap - std::min(cap, dst.size()));
-          if (i == 0) too_long = true;
-        } else {
-          dst.append(buf, static_cast<size_t>(got));
-        }
-      }
-      if (too_long) break;
-    }
-    ::close(out_pipe[0]);
-    ::close(err_pipe[0]);
-    int status = 0;
-    if (timed_out || too_long) {
-      ::kill(-pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      if (timed_out) {
+    switch (run->end) {
+      case RunOutcome::End::kTimedOut:
         return absl::DeadlineExceededError(
             "the credential plugin `" + CommandLine(exec) + "` did not finish within " +
             std::to_string(limits.timeout.count()) + " ms and was stopped; check that it runs without a prompt");
-      }
-      return absl::ResourceExhaustedError("the credential plugin `" + CommandLine(exec) +
-                                          "` printed more than the limit of " +
-                                          std::to_string(limits.max_stdout_bytes) + " bytes on stdout");
-    }
-    // The pipes closed; the process ends soon after (bounded by the same deadline).
-    while (true) {
-      pid_t w = ::waitpid(pid, &status, WNOHANG);
-      if (w == pid) break;
-      if (w < 0 && errno != EINTR) break;
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(-pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
+      case RunOutcome::End::kExitTimedOut:
         return absl::DeadlineExceededError("the credential plugin `" + CommandLine(exec) + "` did not exit within " +
                                            std::to_string(limits.timeout.count()) + " ms and was stopped");
-      }
-      ::usleep(10'000);
+      case RunOutcome::End::kStdoutTooLong:
+        return absl::ResourceExhaustedError("the credential plugin `" + CommandLine(exec) +
+                                            "` printed more than the limit of " +
+                                            std::to_string(limits.max_stdout_bytes) + " bytes on stdout");
+      case RunOutcome::End::kExited:
+        break;
     }
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    ExecOutput result;
+    result.exit_code = run->exit_code;
+    result.out = std::move(run->out);
+    result.err = std::move(run->err);
     return result;
   }
 };

@@ -2,11 +2,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -22,12 +19,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/quantity.h"
+#include "common/subprocess.h"
 #include "common/status.h"
 #include "runtime/pod_files.h"
 #include "runtime/sandbox.h"
 #include "spdlog/spdlog.h"
-
-extern char** environ;
 
 namespace falcon::runtime {
 
@@ -35,17 +31,6 @@ namespace fs = std::filesystem;
 using local::StatusRecord;
 
 namespace {
-
-std::string FindInPath(const std::string& prog) {
-  const char* path = std::getenv("PATH");
-  std::string p = path ? path : "/usr/local/bin:/usr/bin:/bin";
-  for (absl::string_view dir : absl::StrSplit(p, ':')) {
-    if (dir.empty()) continue;
-    fs::path cand = fs::path(std::string(dir)) / prog;
-    if (::access(cand.c_str(), X_OK) == 0) return cand.string();
-  }
-  return "";
-}
 
 bool Matches(const LabelSelector& sel, const std::map<std::string, std::string>& labels) {
   for (const auto& [k, v] : sel) {
@@ -203,252 +188,6 @@ Time LocalRuntime::Now() { return clock_->Now(); }
 fs::path LocalRuntime::WorkDir(const std::string& name) const { return PodsDir() / name / local::kWorkDir; }
 fs::path LocalRuntime::LogPath(const std::string& name) const { return PodsDir() / name / local::kLogFile; }
 
-namespace {
-
-// The value of `--name=V` among a runner's flags (the controller always writes the `=` form).
-std::vector<std::string> FlagValues(const std::vector<std::string>& args, const std::string& name) {
-  std::vector<std::string> out;
-  std::string prefix = "--" + name + "=";
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (absl::StartsWith(args[i], prefix)) out.push_back(args[i].substr(prefix.size()));
-  }
-  return out;
-}
-std::string FlagValue(const std::vector<std::string>& args, const std::string& name) {
-  auto v = FlagValues(args, name);
-  return v.empty() ? "" : v.back();
-}
-
-// The host path of a file:// URI without trailing '/' ("" if not file://).
-std::string FilePath(const std::string& uri) {
-  if (!absl::StartsWith(uri, "file://")) return "";
-  std::string p = fs::path(uri.substr(7)).lexically_normal().string();
-  while (p.size() > 1 && p.back() == '/') p.pop_back();
-  return p;
-}
-
-bool Within(const std::string& path, const std::string& root) {
-  return path == root || root == "/" || absl::StartsWith(path, root + "/");
-}
-
-// True when binding `path` would show (part of) a system folder's host view, or more.
-bool CoversSystemFolder(const std::string& path) {
-  for (const char* d : {"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"}) {
-    if (Within(d, path)) return true;
-  }
-  return false;
-}
-
-std::string ReadLine(const fs::path& p) {
-  std::ifstream in(p);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
-bool HasControllers(const std::string& line) {
-  std::vector<std::string> words = absl::StrSplit(line, ' ', absl::SkipEmpty());
-  for (const char* c : {"memory", "cpu", "pids"}) {
-    if (std::find(words.begin(), words.end(), c) == words.end()) return false;
-  }
-  return true;
-}
-
-bool WriteSmall(const fs::path& p, const std::string& data) {
-  std::ofstream out(p);
-  out << data;
-  out.flush();
-  return static_cast<bool>(out);
-}
-
-}  // namespace
-
-std::string LocalRuntime::CgroupParent() {
-  std::call_once(cgroup_once_, [&] {
-    const std::string& want = options_.cgroup_parent;
-    if (want == "none") return;
-    fs::path parent = want == "auto" || want.empty() ? fs::path("/sys/fs/cgroup/falcon-localpod") : fs::path(want);
-    if (want == "auto" || want.empty()) {
-      fs::path root = "/sys/fs/cgroup";
-      if (!HasControllers(ReadLine(root / "cgroup.controllers"))) return;  // no (unified) cgroup v2 here
-      std::error_code ec;
-      fs::create_directory(parent, ec);
-      if (ec || !WriteSmall(root / "cgroup.subtree_control", "+memory +cpu +pids")) return;
-    }
-    if (!HasControllers(ReadLine(parent / "cgroup.controllers")) ||
-        !WriteSmall(parent / "cgroup.subtree_control", "+memory +cpu +pids") ||
-        !HasControllers(ReadLine(parent / "cgroup.subtree_control"))) {
-      if (want != "auto" && !want.empty()) {
-        spdlog::error("local runtime: cgroup_parent {} is not a delegated cgroup v2 folder with the memory, "
-                      "cpu and pids controllers; Pods are limited with rlimits instead", want);
-      }
-      return;
-    }
-    cgroup_parent_ = parent.string();
-  });
-  return cgroup_parent_;
-}
-
-absl::Status LocalRuntime::CheckSandbox(const std::string& supervisor, const std::string& bwrap) {
-  std::lock_guard<std::mutex> l(sandbox_mu_);
-  if (sandbox_checked_) return absl::OkStatus();
-  int pipefd[2];
-  if (::pipe2(pipefd, O_CLOEXEC) != 0) return ErrnoStatus(errno, "creating a pipe for the sandbox check");
-  std::vector<std::string> args = {supervisor, "sandbox-check", "--bwrap=" + bwrap,
-                                   absl::StrCat("--uid=", options_.run_as_uid),
-                                   absl::StrCat("--gid=", options_.run_as_gid)};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
-  pid_t pid;
-  int rc = posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(pipefd[1]);
-  if (rc != 0) {
-    ::close(pipefd[0]);
-    return absl::FailedPreconditionError(absl::StrCat("starting ", supervisor, ": ", std::strerror(rc)));
-  }
-  std::string out;
-  char buf[4096];
-  // Bounded: the check ends when /bin/true does; the pipe closes then.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.supervisor_start_timeout_seconds);
-  for (;;) {
-    pollfd pfd{pipefd[0], POLLIN, 0};
-    int n = ::poll(&pfd, 1, 200);
-    if (n > 0) {
-      ssize_t r = ::read(pipefd[0], buf, sizeof(buf));
-      if (r > 0 && out.size() < 16384) out.append(buf, static_cast<size_t>(r));
-      if (r == 0) break;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      out += absl::StrCat("(the check did not finish within ", options_.supervisor_start_timeout_seconds, " s)");
-      break;
-    }
-  }
-  ::close(pipefd[0]);
-  int st = 0;
-  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-    sandbox_checked_ = true;
-    return absl::OkStatus();
-  }
-  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "the local runtime cannot build the Pod sandbox (", bwrap, " as uid ", options_.run_as_uid, "): ", out,
-      ". It needs bubblewrap and unprivileged user namespaces: install the bubblewrap package, allow user "
-      "namespaces (sysctl user.max_user_namespaces > 0; on Ubuntu also "
-      "kernel.apparmor_restrict_unprivileged_userns=0), and, in a container, run it with a seccomp/AppArmor "
-      "profile that permits unshare and mount (analyses never run without the sandbox)"));
-}
-
-absl::Status LocalRuntime::PlanSandbox(const PodSpec& spec, const std::string& runner, const std::string& work_dir,
-                                       const std::string& supervisor, local::SandboxSpec* out,
-                                       std::vector<std::string>* extra_args) {
-  local::SandboxSpec& s = *out;
-  s.enabled = true;
-  s.uid = options_.run_as_uid;
-  s.gid = options_.run_as_gid;
-  s.bwrap = options_.bwrap_path.empty() ? FindInPath("bwrap") : options_.bwrap_path;
-  if (s.bwrap.empty() || ::access(s.bwrap.c_str(), X_OK) != 0) {
-    return absl::FailedPreconditionError(
-        "the local runtime runs every analysis in a bubblewrap sandbox, but bwrap is not installed (or not "
-        "executable); install the bubblewrap package");
-  }
-  FALCON_RETURN_IF_ERROR(CheckSandbox(supervisor, s.bwrap));
-  s.init = supervisor;
-  s.binds.push_back({runner, false, true});
-  s.binds.push_back({supervisor, false, true});
-  std::string plugin_dir = FlagValue(spec.args, "plugin-dir");
-  if (plugin_dir.empty()) {
-    auto it = spec.env.find("FALCON_PLUGIN_DIR");
-    plugin_dir = it != spec.env.end() ? it->second : (fs::path(runner).parent_path().parent_path() / "plugins").string();
-  }
-  if (fs::is_directory(plugin_dir) && !CoversSystemFolder(plugin_dir)) s.binds.push_back({plugin_dir, false, true});
-  s.binds.push_back({work_dir, true, true});
-  s.owned_dirs.push_back(work_dir);
-
-  // The object store: a file:// store shows only the analysis' own prefix (results, output.log, the staged
-  // script); a gs:// store needs the network.
-  std::string store = FlagValue(spec.args, "object-store");
-  std::string prefix = FlagValue(spec.args, "result-prefix");
-  if (prefix.empty()) prefix = absl::StrCat("analysis/", FlagValue(spec.args, "exp-id"), "/", FlagValue(spec.args, "analysis-id"));
-  for (absl::string_view seg : absl::StrSplit(prefix, '/', absl::SkipEmpty())) {
-    if (seg == "." || seg == "..") {
-      return absl::InvalidArgumentError(absl::StrCat("--result-prefix '", prefix, "' must not contain . or .."));
-    }
-  }
-  if (std::string root = FilePath(store); !root.empty()) {
-    std::string own = (fs::path(root) / prefix).lexically_normal().string();
-    while (own.size() > 1 && own.back() == '/') own.pop_back();
-    s.owned_dirs.push_back(own);
-    s.binds.push_back({own, true, true});
-  } else if (absl::StartsWith(store, "gs://")) {
-    s.share_net = true;
-    auto it = spec.env.find("GOOGLE_APPLICATION_CREDENTIALS");
-    const char* cred = it != spec.env.end() ? it->second.c_str() : std::getenv("GOOGLE_APPLICATION_CREDENTIALS");
-    if (cred && *cred && fs::path(cred).is_absolute()) s.binds.push_back({cred, false, true});
-  } else if (!store.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("object store '", store, "' is neither file:// nor gs://"));
-  }
-
-  // Inputs: the allowed root that covers one (so the runner's no-link walk beneath it sees the host's
-  // layout), or else the input itself, bound read-only. The runner reads them inside as the Pod's uid, so
-  // a file that uid may not read is not staged. Never bound: anything in the system folders (already in
-  // view, without secrets), the state dir, and other analyses' results in a file:// store (staging those
-  // fails with "not found").
-  std::vector<std::string> roots;
-  for (const auto& r : FlagValues(spec.args, "allowed-input-root")) {
-    if (std::string p = FilePath(r); !p.empty()) roots.push_back(p);
-  }
-  std::string results_area = FilePath(store).empty() ? "" : (fs::path(FilePath(store)) / "analysis").string();
-  auto forbidden = [&](const std::string& p) {
-    return CoversSystemFolder(p) || local::UnderSystemFolder(p) || Within(p, state_dir_.string()) ||
-           Within(state_dir_.string(), p) || (!results_area.empty() && (Within(p, results_area) || Within(results_area, p)));
-  };
-  std::set<std::string> bound;
-  for (const auto& uri : FlagValues(spec.args, "input")) {
-    std::string p = FilePath(uri);
-    if (p.empty() || forbidden(p)) continue;
-    std::string bind = p;
-    for (const auto& r : roots) {
-      if (Within(p, r) && !forbidden(r)) bind = r;
-    }
-    std::error_code ec;
-    if (!fs::exists(bind, ec) || !bound.insert(bind).second) continue;
-    s.binds.push_back({bind, false, true});
-  }
-
-  // Limits.
-  local::SandboxLimits& l = s.limits;
-  if (!spec.resources.memory_limit.empty()) {
-    FALCON_ASSIGN_OR_RETURN(l.memory_bytes, ParseMemoryBytes(spec.resources.memory_limit));
-  }
-  if (!spec.resources.cpu_limit.empty()) {
-    FALCON_ASSIGN_OR_RETURN(l.cpu_millis, ParseCpuMillis(spec.resources.cpu_limit));
-  }
-  double cores = std::max(1.0, static_cast<double>(l.cpu_millis) / 1000.0);
-  l.cpu_seconds = spec.active_deadline_seconds > 0
-                      ? static_cast<int64_t>(std::ceil(cores * static_cast<double>(spec.active_deadline_seconds)))
-                      : options_.max_cpu_seconds;
-  l.pids = options_.max_pids;
-  l.file_size_bytes = options_.max_file_size_bytes;
-  l.open_files = options_.max_open_files;
-  s.cgroup_parent = CgroupParent();
-  // Without a cgroup, memory is the command's address space (set by the runner on the command only, so
-  // the runner itself is not starved).
-  if (s.cgroup_parent.empty() && l.memory_bytes > 0) {
-    extra_args->push_back(absl::StrCat("--memory-limit-bytes=", l.memory_bytes));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status LocalRuntime::Create(const PodSpec& spec) {
   FALCON_RETURN_IF_ERROR(local::ValidatePodName(spec.name));
   if (spec.args.empty()) {
@@ -485,7 +224,7 @@ absl::Status LocalRuntime::Create(const PodSpec& spec) {
     fs::path in_bin = bin_dir_ / argv0;
     if (::access(in_bin.c_str(), X_OK) == 0) {
       argv0 = in_bin.string();
-    } else if (std::string found = FindInPath(argv0); !found.empty()) {
+    } else if (std::string found = FindOnPath(argv0); !found.empty()) {
       argv0 = found;
     }
   }
@@ -567,53 +306,28 @@ absl::Status LocalRuntime::Create(const PodSpec& spec) {
   }
 
   // Start the supervisor in a new session; it detaches and its launcher exits once it is ready.
-  std::vector<std::string> args = {supervisor.string(), "supervise", "--state-dir=" + state_dir_.string(),
-                                   "--name=" + spec.name};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  std::string slog = (final_dir / local::kSupervisorLogFile).string();
-  posix_spawn_file_actions_addopen(&fa, 1, slog.c_str(), O_WRONLY | O_APPEND, 0);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none, all;
-  sigemptyset(&none);
-  sigfillset(&all);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &all);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  pid_t pid;
-  int rc = posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
+  SpawnOptions spawn;
+  spawn.argv = {supervisor.string(), "supervise", "--state-dir=" + state_dir_.string(), "--name=" + spec.name};
+  spawn.stdout_file = (final_dir / local::kSupervisorLogFile).string();
+  spawn.stderr_to_stdout = true;
+  spawn.group = SpawnOptions::Group::kNewSession;
+  spawn.reset_signals = true;
+  auto pid = Spawn(spawn);
+  if (!pid.ok()) {
     (void)local::RemovePodDir(PodsDir(), spec.name);
-    return absl::InternalError(absl::StrCat("starting ", supervisor.string(), ": ", std::strerror(rc)));
+    return absl::InternalError(absl::StrCat("starting ", supervisor.string(), ": ", pid.status().message()));
   }
   // Bounded wait for the launcher (it exits as soon as the supervisor recorded itself).
-  int st = 0;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options_.supervisor_start_timeout_seconds);
-  for (;;) {
-    pid_t r = ::waitpid(pid, &st, WNOHANG);
-    if (r == pid) break;
-    if (r < 0 && errno != EINTR) {
-      st = 0;  // reaped elsewhere (SIGCHLD ignored): judge by the records below
-      break;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      (void)local::RemovePodDir(PodsDir(), spec.name);  // so that a retry can create it again
-      return absl::UnavailableError(absl::StrCat("the supervisor of Pod '", spec.name, "' did not start within ",
-                                                 options_.supervisor_start_timeout_seconds, " s"));
-    }
-    std::this_thread::sleep_for(std::chrono::microseconds(500));
+  auto exit_code = WaitForExit(*pid, std::chrono::seconds(options_.supervisor_start_timeout_seconds));
+  if (absl::IsDeadlineExceeded(exit_code.status())) {
+    ::kill(*pid, SIGKILL);
+    (void)WaitForExit(*pid, std::chrono::seconds(5));
+    (void)local::RemovePodDir(PodsDir(), spec.name);  // so that a retry can create it again
+    return absl::UnavailableError(absl::StrCat("the supervisor of Pod '", spec.name, "' did not start within ",
+                                               options_.supervisor_start_timeout_seconds, " s"));
   }
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+  // NOT_FOUND: reaped elsewhere (SIGCHLD ignored): judge by the records the supervisor wrote.
+  if (exit_code.ok() && *exit_code != 0) {
     auto why = local::ReadSmallFile(final_dir / local::kSupervisorLogFile);
     (void)local::RemovePodDir(PodsDir(), spec.name);  // nothing runs: a retry can create it again
     return absl::InternalError(absl::StrCat("the supervisor of Pod '", spec.name,
