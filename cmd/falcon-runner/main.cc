@@ -15,6 +15,10 @@ int main(int argc, char** argv) {
   app.add_option("--upload-wait", o.upload_wait_seconds,
                  "run phase: seconds to wait for the upload sidecar to store the results")
       ->capture_default_str();
+  app.add_option("--upload-retry-window", o.upload_retry_window_seconds,
+                 "seconds the final uploads (results, output.log) ride out an object-store outage before "
+                 "the runner exits 4, results could not be stored (0: try each once)")
+      ->capture_default_str();
   app.add_option("--object-store", o.object_store, "URL of the object store (file:///dir or gs://bucket)");
   app.add_option("--exp-id", o.exp_id, "the Exp id");
   app.add_option("--analysis-id", o.analysis_id, "the analysis id");

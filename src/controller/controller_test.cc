@@ -96,6 +96,35 @@ TEST_F(ControllerTest, SucceededPodMakesTheRecordSucceededAndKeepsTheLog) {
   EXPECT_EQ(Peer().admission().Running(QueueKind::kOnline), 0);
 }
 
+TEST_F(ControllerTest, AFinishedPodIsKeptUntilItsLogIsStoredAndTheRunnersReasonLeads) {
+  config_.finished_pod_retention = seconds(0);
+  NewController();
+  std::string id = Online("make-results");
+  Peer().DrainQueue();
+  rt_.SetPhase(Pod(id), PodPhase::kRunning);
+  rt_.SetLogs(Pod(id),
+              "[falcon-runner] ERROR results could not be stored: store down (retried for 299 s, "
+              "--upload-retry-window of 300 s)\n[falcon-runner] exit code 4 (results could not be stored)\n");
+  store_.FailNext(1'000'000);  // the object store is down: the runner could not store its log either
+  rt_.SetPhase(Pod(id), PodPhase::kFailed, 4, "Error");
+  Peer().DrainQueue();
+  auto rec = api_.Record(id);
+  ASSERT_EQ(rec.status(), ANALYSIS_STATUS_FAILED);
+  EXPECT_EQ(rec.error_message().rfind("results could not be stored: store down (retried for 299 s", 0), 0u)
+      << rec.error_message();
+  EXPECT_TRUE(absl::StrContains(rec.error_message(), "(exit code 4 (Error))")) << rec.error_message();
+  for (int i = 0; i < 3; ++i) {
+    clock_.Advance(seconds(11));
+    Peer().DrainQueue();
+    EXPECT_TRUE(rt_.Exists(Pod(id))) << "the Pod holds the only copy of the log: kept";
+  }
+  store_.FailNext(0);  // the store is back
+  clock_.Advance(seconds(11));
+  Peer().DrainQueue();
+  EXPECT_TRUE(absl::StrContains(store_.Value("analysis/e1/" + id + "/output.log"), "results could not be stored"));
+  EXPECT_FALSE(rt_.Exists(Pod(id))) << "stored: the Pod goes (retention 0)";
+}
+
 TEST_F(ControllerTest, LogReadAtOrPastTheEndIsAnEmptyPageThatEchoesTheOffset) {
   std::string id = Online();
   Peer().DrainQueue();

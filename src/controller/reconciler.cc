@@ -7,6 +7,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "controller/pod_builder.h"
+#include "runner/exit_codes.h"
 #include "spdlog/spdlog.h"
 
 namespace falcon::controller {
@@ -15,6 +16,10 @@ namespace {
 
 using api::v1::AnalysisRecord;
 using api::v1::AnalysisStatus;
+
+// How often a finished Pod whose log is not in the object store yet (an outage) is looked at again; the
+// Pod is kept until the log is stored.
+constexpr Duration kLogSalvageRetry = std::chrono::seconds(10);
 
 const char* StatusWord(AnalysisStatus s) {
   switch (s) {
@@ -237,7 +242,16 @@ absl::Status Reconciler::ReconcileTerminal(const AnalysisRecord& rec,
     out->requeue_after = std::chrono::seconds(1);
     return absl::OkStatus();
   }
-  if (!ctx_.table.Get(id).log_finalized) EnsureLog(rec, pod->name);
+  if (!ctx_.table.Get(id).log_finalized) {
+    bool stored = false;
+    EnsureLog(rec, pod->name, &stored);
+    if (!stored) {
+      // The Pod holds the only copy of the log (the runner could not store it): keep the Pod, look again.
+      out->requeue_after = kLogSalvageRetry;
+      return absl::OkStatus();
+    }
+    ctx_.table.Update(id, [](AnalysisState& a) { a.log_finalized = true; });
+  }
   Time done = pod->finished_at.value_or(pod->created_at);
   if (ctx_.config.finished_pod_retention.count() >= 0 &&
       ctx_.deps.clock->Now() >= done + ctx_.config.finished_pod_retention) {
@@ -246,7 +260,6 @@ absl::Status Reconciler::ReconcileTerminal(const AnalysisRecord& rec,
     ctx_.table.Erase(id);
     return absl::OkStatus();
   }
-  ctx_.table.Update(id, [](AnalysisState& a) { a.log_finalized = true; });
   return absl::OkStatus();
 }
 
@@ -404,11 +417,15 @@ absl::Status Reconciler::Finish(const AnalysisRecord& rec, AnalysisStatus status
   return absl::OkStatus();
 }
 
-std::string Reconciler::EnsureLog(const AnalysisRecord& rec, const std::string& pod_name) {
+std::string Reconciler::EnsureLog(const AnalysisRecord& rec, const std::string& pod_name, bool* stored) {
   const std::string key = AnalysisPrefix(rec.exp_id(), rec.analysis_id()) + "output.log";
   constexpr int64_t kTail = 16 * 1024;
+  bool ignored;
+  bool& done = stored != nullptr ? *stored : ignored;
+  done = false;
   auto info = ctx_.deps.store->Stat(key);
   if (info.ok()) {
+    done = true;
     std::ostringstream out;
     absl::Status s = ctx_.deps.store->Get(key, out, std::max<int64_t>(0, info->size - kTail), -1);
     if (s.ok()) return out.str();
@@ -416,20 +433,30 @@ std::string Reconciler::EnsureLog(const AnalysisRecord& rec, const std::string& 
   }
   auto logs = ctx_.deps.runtime->ReadLogs(pod_name, 0);
   if (!logs.ok()) {
-    spdlog::warn("analysis {}: no output.log in the store and no runtime log: {}", rec.analysis_id(),
-                 std::string(logs.status().message()));
+    // No log anywhere (the Pod or its log is gone): nothing to keep the Pod for.
+    done = absl::IsNotFound(logs.status()) || absl::IsFailedPrecondition(logs.status());
+    spdlog::warn("analysis {}: no output.log in the store ({}) and no runtime log: {}", rec.analysis_id(),
+                 std::string(info.status().message()), std::string(logs.status().message()));
     return "";
+  }
+  std::string tail = logs->size() > static_cast<size_t>(kTail) ? logs->substr(logs->size() - kTail) : *logs;
+  if (!absl::IsNotFound(info.status())) {
+    // The store cannot say whether the runner's log is there: do not overwrite it; look again later.
+    spdlog::warn("analysis {}: cannot check for output.log in the object store: {}; keeping pod {} until it can",
+                 rec.analysis_id(), std::string(info.status().message()), pod_name);
+    return tail;
   }
   std::istringstream in(*logs);
   absl::Status s = ctx_.deps.store->Put(key, in);
   if (!s.ok()) {
-    spdlog::warn("analysis {}: storing the runtime's log as output.log failed: {}", rec.analysis_id(),
-                 std::string(s.message()));
+    spdlog::warn("analysis {}: storing the runtime's log as output.log failed: {}; keeping pod {} until it is stored",
+                 rec.analysis_id(), std::string(s.message()), pod_name);
   } else {
+    done = true;
     spdlog::info("analysis {}: stored the runtime's pod log as output.log ({} bytes)",
                  rec.analysis_id(), logs->size());
   }
-  return logs->size() > static_cast<size_t>(kTail) ? logs->substr(logs->size() - kTail) : *logs;
+  return tail;
 }
 
 int64_t Reconciler::TimeoutSecondsFor(const AnalysisRecord& rec) const {
@@ -446,6 +473,17 @@ std::string Reconciler::FailureMessage(const AnalysisRecord& rec, const runtime:
   } else if (pod.exit_code.has_value()) {
     msg = absl::StrCat("exit code ", *pod.exit_code);
     if (!pod.reason.empty()) absl::StrAppend(&msg, " (", pod.reason, ")");
+    if (*pod.exit_code == runner::kExitUploadFailed) {
+      // The runner's own words on what could not be stored lead the message.
+      for (const char* marker : {"results could not be stored: ", "output.log could not be stored: "}) {
+        size_t at = log_tail.rfind(marker);
+        if (at == std::string::npos) continue;
+        size_t end = log_tail.find('\n', at);
+        msg = absl::StrCat(log_tail.substr(at, end == std::string::npos ? std::string::npos : end - at), " (", msg,
+                           ")");
+        break;
+      }
+    }
   } else {
     msg = absl::StrCat("pod failed", pod.reason.empty() ? "" : ": ", pod.reason);
   }

@@ -56,8 +56,9 @@ class Reconciler {
   absl::Status UpdateConflict(const std::string& id, const absl::Status& cause, Outcome* out);
   absl::StatusOr<AnalysisRecord> MarkRunning(const AnalysisRecord& rec);
   // Makes sure output.log is in the store (copying the runtime's log if the runner's upload is missing);
-  // returns its last bytes (for error messages).
-  std::string EnsureLog(const AnalysisRecord& rec, const std::string& pod_name);
+  // returns its last bytes (for error messages). `*stored` (when given): whether output.log is in the store
+  // now, or there is no log anywhere to keep (the Pod must not be deleted before).
+  std::string EnsureLog(const AnalysisRecord& rec, const std::string& pod_name, bool* stored = nullptr);
   std::string FailureMessage(const AnalysisRecord& rec, const runtime::PodStatus& pod, const std::string& log_tail);
   int64_t TimeoutSecondsFor(const AnalysisRecord& rec) const;
   // The analysis' Pod, nullopt when absent. `cached`: the runtime may answer from its watch alone

@@ -81,11 +81,11 @@ void LogUploader::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::Status LogUploader::Upload() {
+absl::Status LogUploader::Upload(objstore::ObjectStore* via) {
   std::lock_guard<std::mutex> l(mu_);
   int64_t size = log_->Size();
   if (size == uploaded_size_ && uploaded_size_ >= 0) return absl::OkStatus();
-  absl::Status s = log_->Upload(*store_, key_);
+  absl::Status s = log_->Upload(via != nullptr ? *via : *store_, key_);
   if (s.ok()) uploaded_size_ = size;
   return s;
 }

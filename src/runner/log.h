@@ -55,8 +55,9 @@ class LogUploader {
   ~LogUploader() { Stop(); }
   void Start();
   void Stop();
-  // Uploads now unless nothing was written since the last successful upload.
-  absl::Status Upload();
+  // Uploads now unless nothing was written since the last successful upload; through `via` instead of the
+  // uploader's own store when given (the runner's final upload rides out outages through a retrying one).
+  absl::Status Upload(objstore::ObjectStore* via = nullptr);
 
  private:
   objstore::ObjectStore* store_;

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -24,9 +25,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "common/ids.h"
 #include "common/status.h"
 #include "objstore/object_store.h"
+#include "objstore/retrying_store.h"
 #include "runner/collector.h"
 #include "runner/command.h"
 #include "runner/fd_io.h"
@@ -43,7 +46,11 @@ namespace {
 // Self-pipe for SIGTERM/SIGINT/SIGCHLD: the handler writes the signal number.
 int g_signal_pipe[2] = {-1, -1};
 
+// Set by SIGTERM/SIGINT: retries of the final uploads stop (the Pod's grace period is running out).
+std::atomic<bool> g_terminating{false};
+
 void OnSignal(int sig) {
+  if (sig == SIGTERM || sig == SIGINT) g_terminating.store(true);
   int saved = errno;
   char c = static_cast<char>(sig);
   (void)!::write(g_signal_pipe[1], &c, 1);
@@ -75,7 +82,9 @@ class Runner {
   void SetUpLayout();
   // Runs the command, teeing its output into the log; `on_terminate` runs on SIGTERM/SIGINT.
   Outcome Execute(const std::function<void()>& on_terminate);
-  // Uploads the results and the final log; returns the runner's exit code for the command's `code`.
+  // Uploads the results and the final log, riding out an object-store outage of up to
+  // --upload-retry-window (none once the runner is being stopped); returns the runner's exit code for the
+  // command's `code`.
   int Finish(int code, LogUploader& uploader, const CollectorOptions& collect);
   // Pumps the command's output into the log until it ended; returns its wait status.
   int Pump(pid_t child, int out_fd, bool* terminated, const std::function<void()>& on_terminate);
@@ -250,8 +259,18 @@ Runner::Outcome Runner::Execute(const std::function<void()>& on_terminate) {
 }
 
 int Runner::Finish(int code, LogUploader& uploader, const CollectorOptions& collect) {
+  SystemRandom random;
+  objstore::RetryingStoreOptions ro;
+  ro.window = std::chrono::duration_cast<Duration>(std::chrono::duration<double>(o_.upload_retry_window_seconds));
+  ro.window_name = "--upload-retry-window";
+  ro.stop = [] { return g_terminating.load(); };
+  ro.on_retry = [this](const std::string& what, const absl::Status& s, Duration delay) {
+    log_->Line(absl::StrCat("retrying the upload of ", what, " in ",
+                            absl::FormatDuration(absl::FromChrono(delay)), ": ", s.message()));
+  };
+  objstore::RetryingObjectStore store(*store_, clock_, random, std::move(ro));
   CollectSummary summary;
-  absl::Status up = CollectResults(output_dir_.string(), collect, *store_,
+  absl::Status up = CollectResults(output_dir_.string(), collect, store,
                                    [this](const std::string& line) { log_->Line(line); }, &summary);
   if (absl::IsResourceExhausted(up)) {
     log_->Line(absl::StrCat("ERROR results refused: ", up.message(), "; no result was uploaded"));
@@ -261,14 +280,17 @@ int Runner::Finish(int code, LogUploader& uploader, const CollectorOptions& coll
     }
   } else {
     log_->Line(absl::StrCat("uploaded ", summary.uploaded, " result file(s) under ", store_->Uri(o_.result_prefix)));
-    if (!up.ok() && code == 0) {
-      code = kExitUploadFailed;
-      log_->Line(absl::StrCat("exit code ", code, " (results could not be uploaded)"));
+    if (!up.ok()) {
+      log_->Line(absl::StrCat("ERROR results could not be stored: ", up.message()));
+      if (code == 0) {
+        code = kExitUploadFailed;
+        log_->Line(absl::StrCat("exit code ", code, " (results could not be stored)"));
+      }
     }
   }
-  absl::Status ls = uploader.Upload();
+  absl::Status ls = uploader.Upload(&store);
   if (!ls.ok()) {
-    std::fprintf(stderr, "[falcon-runner] ERROR uploading output.log: %s\n", std::string(ls.message()).c_str());
+    std::fprintf(stderr, "[falcon-runner] ERROR output.log could not be stored: %s\n", std::string(ls.message()).c_str());
     if (code == 0) code = kExitUploadFailed;
   }
   return code;
@@ -456,6 +478,10 @@ bool ValidateOptions(RunnerOptions& o, std::string* error) {
   }
   if (o.memory_limit_bytes < 0) {
     *error = "--memory-limit-bytes must be >= 0 (0: no limit)";
+    return false;
+  }
+  if (!(o.upload_retry_window_seconds >= 0)) {
+    *error = "--upload-retry-window must be >= 0 seconds (0: each upload is tried once)";
     return false;
   }
   if (o.upload_wait_seconds <= 0) {

@@ -12,15 +12,9 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "runner/exit_codes.h"
 
 namespace falcon::runner {
-
-// Exit codes of the runner itself (otherwise it exits with the command's status, 128+N if killed by
-// signal N).
-inline constexpr int kExitUsage = 2;          // invalid flags
-inline constexpr int kExitStagingFailed = 3;  // an input or the script could not be staged
-inline constexpr int kExitUploadFailed = 4;   // the command succeeded but its results could not be uploaded
-inline constexpr int kExitResultsRefused = 5;  // the command succeeded but its results exceed a limit
 
 // The runner's roles. kAll does everything in one process (the local runtime). On Kubernetes one Pod runs
 // three containers on a shared emptyDir (docs/kubernetes.md): kStage (init container: stages the inputs and
@@ -37,6 +31,9 @@ bool ParseRunnerPhase(const std::string& name, RunnerPhase* phase);
 struct RunnerOptions {
   RunnerPhase phase = RunnerPhase::kAll;
   double upload_wait_seconds = 600;  // kRun: how long to wait for the uploader's `upload-done`
+  // How long the final uploads (results, output.log) ride out an object-store outage before the runner
+  // gives up with kExitUploadFailed ("results could not be stored"); 0: each upload is tried once.
+  double upload_retry_window_seconds = 300;
   std::string object_store;  // URL of the store results go to (not used, and not needed, by kRun)
   std::string exp_id;
   std::string analysis_id;

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "emulator_fixture.h"
+#include "support/process.h"
 #include "objstore/gcs_store.h"
 
 namespace falcon::objstore {
@@ -406,6 +407,39 @@ TEST_F(GcsEmulatorTest, DownloadResumesAfterTheEmulatorRestarts) {
   std::ifstream want(tmp_ / "in.bin", std::ios::binary);
   EXPECT_EQ(buf.str().size(), static_cast<size_t>(kSize));
   EXPECT_EQ(Sha256Hex(got), Sha256Hex(want));
+}
+
+
+// The runner's final uploads ride out an outage of the store: the emulator is down from before the command
+// ends until seconds after; the results and the whole log arrive once it is back, and the runner exits 0.
+TEST_F(GcsEmulatorTest, TheRunnersResultsAndLogSurviveAStoreOutageAtTheEnd) {
+  auto bucket = Open(Options("runner-outage"));
+  ASSERT_NE(bucket, nullptr);
+  const std::string prefix = "analysis/e1/a1/";
+  std::filesystem::path work = tmp_ / "work";
+  falcon::testsupport::Subprocess::Options po;
+  po.env = {{"STORAGE_EMULATOR_HOST", emulator_->endpoint()}};
+  falcon::testsupport::Subprocess runner(
+      {std::string(FALCON_BIN_DIR) + "/falcon-runner", "--object-store=gs://runner-outage", "--exp-id=e1",
+       "--analysis-id=a1", "--work-dir=" + work.string(), "--log-upload-interval=0",
+       "--upload-retry-window=120",
+       "--command=echo started; sleep 3; echo the result > \"$FALCON_OUTPUT_DIR/result.txt\"; echo done"},
+      tmp_ / "runner.log", po);
+  // The log of the staging step arrives first; then the store goes away before the command ends.
+  ASSERT_TRUE(falcon::testsupport::WaitFor(
+      "the staging log in the bucket", [&] { return bucket->Stat(prefix + "output.log").ok(); },
+      std::chrono::seconds(20), std::chrono::milliseconds(50), [&] { return runner.LogTail(); }));
+  ASSERT_TRUE(emulator_->Stop().ok());
+  std::this_thread::sleep_for(std::chrono::seconds(8));
+  ASSERT_TRUE(runner.Alive()) << "the runner gave up during a short outage:\n" << runner.LogTail();
+  ASSERT_TRUE(emulator_->Restart().ok());
+  int code = -1;
+  ASSERT_TRUE(runner.WaitExit(std::chrono::seconds(120), &code));
+  EXPECT_EQ(code, 0) << runner.LogTail();
+  EXPECT_EQ(GetString(*bucket, prefix + "result.txt"), "the result\n");
+  std::string log = GetString(*bucket, prefix + "output.log");
+  EXPECT_NE(log.find("done"), std::string::npos) << log;
+  EXPECT_NE(log.find("uploaded 1 result file(s)"), std::string::npos) << log;
 }
 
 }  // namespace
