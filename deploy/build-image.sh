@@ -16,6 +16,8 @@
 # cached build layers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# podman warns about CNI configuration it does not use here (builds and runs use the host network or none).
+podman() { command podman --log-level=error "$@"; }
 ROOT=$PWD
 
 TAG=${FALCON_IMAGE_TAG:-localhost/falcon-analyzer:dev}
