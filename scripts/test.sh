@@ -47,9 +47,15 @@ cd build
 # Unit tests in parallel; tests that start real services and processes one at a time so that timing-based
 # robustness checks are not starved on a small machine.
 ctest --output-on-failure -j"$JOBS" -L unit "$@"
-ctest --output-on-failure -j1 -LE '^(unit|fuzz)$' "$@"
+ctest --output-on-failure -j1 -LE '^(unit|fuzz|image)$' "$@"
 # Last, on its own: the Schemathesis run against a live API server (test/fuzz, about six minutes on two
 # cores); it fails on any failure it finds or when it sent fewer than 20,000 test cases.
 step "fuzzing the HTTP API (Schemathesis)"
 ctest --output-on-failure -j1 -L '^fuzz$' "$@"
+# Opt-in: build the image without a registry (deploy/build-image.sh) and scan it (label image).
+if [ "${FALCON_IMAGE_TESTS:-0}" = 1 ]; then
+  step "building the image (deploy/build-image.sh) and running the image tests"
+  (cd "$ROOT" && JOBS="$JOBS" deploy/build-image.sh)
+  ctest --output-on-failure -j1 -L '^image$' "$@"
+fi
 step "all tests passed"

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Scans the image deploy/build-image.sh built: no compiler, no apt lists or package caches, default user
+# 65532, every binary starts, every plugin of deploy/plugins.yaml is on PATH, python3 imports the analysis
+# libraries (docs/analysis-environment.md), and prints the size (fails above FALCON_IMAGE_MAX_MB, 250).
+# Exits 77 (skipped) when buildah/podman are missing or the image was not built.
+# Usage: test/image/scan_image.sh [IMAGE]   (default $FALCON_IMAGE_TAG or localhost/falcon-analyzer:dev)
+#
+# Commands run in a buildah working container with chroot isolation as the image's user: crun cannot
+# start containers on every CI machine (see deploy/README.md), chroot isolation works wherever the build does.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+IMAGE=${1:-${FALCON_IMAGE_TAG:-localhost/falcon-analyzer:dev}}
+MAX_MB=${FALCON_IMAGE_MAX_MB:-250}
+
+for t in buildah podman; do
+  command -v "$t" >/dev/null || { echo "SKIP: $t is not installed (deploy/build-image.sh installs it)"; exit 77; }
+done
+podman() { command podman --log-level=error "$@"; }
+podman image exists "$IMAGE" || { echo "SKIP: image $IMAGE not built (run deploy/build-image.sh)"; exit 77; }
+
+FAILS=0
+ok() { echo "ok   $*"; }
+bad() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
+
+CTR=$(buildah from --pull=never --quiet "$IMAGE") || { echo "FAIL cannot create a working container of $IMAGE"; exit 1; }
+trap 'buildah umount "$CTR" >/dev/null 2>&1; buildah rm "$CTR" >/dev/null 2>&1' EXIT
+MNT=$(buildah mount "$CTR") || { echo "FAIL cannot mount $IMAGE"; exit 1; }
+# run CMD...: runs CMD in the image as its configured user, with its environment and working directory.
+run() { buildah run --isolation=chroot "$CTR" -- "$@"; }
+
+# --- the filesystem --------------------------------------------------------------------------------------
+found=""
+for c in gcc cc g++ c++ clang clang++ cpp ld as make cmake; do
+  for d in usr/bin bin usr/local/bin; do [ -e "$MNT/$d/$c" ] && found+=" /$d/$c"; done
+done
+[ -z "$found" ] && ok "no compiler or build tool" || bad "build tools in the image:$found"
+lists=$(find "$MNT/var/lib/apt/lists" -mindepth 1 -type f ! -name lock 2>/dev/null | head -3)
+[ -z "$lists" ] && ok "no apt lists" || bad "apt lists left: $lists"
+caches=$(find "$MNT/var/cache/apt" "$MNT/root/.cache" "$MNT/var/cache/pip" -type f \( -name '*.deb' -o -name '*.bin' -o -path '*pip*' \) 2>/dev/null | head -3)
+[ -z "$caches" ] && ok "no package caches" || bad "package caches left: $caches"
+
+# --- the user --------------------------------------------------------------------------------------------
+user=$(podman image inspect --format '{{.Config.User}}' "$IMAGE")
+[ "${user%%:*}" = 65532 ] && ok "image user $user" || bad "image user is '$user', want 65532"
+uid=$(run id -u 2>&1)
+[ "$uid" = 65532 ] && ok "runs as uid $uid" || bad "runs as uid '$uid', want 65532"
+
+# --- the binaries and plugins ----------------------------------------------------------------------------
+shopt -s nullglob
+for path in "$MNT"/opt/falcon/bin/*; do
+  b=$(basename "$path")
+  if run "$b" --version >/dev/null 2>&1; then ok "$b --version"
+  elif run "$b" --help >/dev/null 2>&1; then ok "$b --help"
+  else bad "$b starts with neither --version nor --help: $(run "$b" --help 2>&1 | tail -2 | tr '\n' ' ')"; fi
+done
+plugins=$(sed -n 's/^[[:space:]]*command:[[:space:]]*\([^[:space:]#]*\).*/\1/p' deploy/plugins.yaml)
+[ -n "$plugins" ] || bad "no plugin command in deploy/plugins.yaml"
+for p in $plugins; do
+  where=$(run sh -c "command -v $p" 2>/dev/null)
+  [ -n "$where" ] && ok "plugin $p on PATH ($where)" || bad "plugin $p (deploy/plugins.yaml) is not on PATH"
+done
+
+# --- the analysis environment ----------------------------------------------------------------------------
+py=$(run python3 -c 'import numpy, pandas, google.protobuf, xplane_pb2, sys
+print(sys.version.split()[0], "numpy", numpy.__version__, "pandas", pandas.__version__, "protobuf", google.protobuf.__version__)' 2>&1)
+[ $? -eq 0 ] && ok "python3 $py" || bad "python3 imports: $py"
+sh=$(run bash -c 'echo "$BASH_VERSION"; sha256sum --version | head -1' 2>&1 | tr '\n' ' ')
+[ $? -eq 0 ] && ok "bash and coreutils: $sh" || bad "bash/coreutils: $sh"
+
+# --- size ------------------------------------------------------------------------------------------------
+size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
+mb=$((size / 1000000))
+echo "size $IMAGE: $size bytes ($mb MB uncompressed; goal < $MAX_MB MB)"
+du -sm "$MNT"/usr/lib/python3 "$MNT"/usr/lib/x86_64-linux-gnu "$MNT"/opt/falcon 2>/dev/null | sed "s#$MNT##; s/^/     /"
+[ "$mb" -lt "$MAX_MB" ] && ok "size $mb MB < $MAX_MB MB" || bad "size $mb MB >= $MAX_MB MB (FALCON_IMAGE_MAX_MB)"
+
+[ "$FAILS" -eq 0 ] && { echo "image scan: all checks passed"; exit 0; }
+echo "image scan: $FAILS check(s) failed"
+exit 1
