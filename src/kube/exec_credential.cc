@@ -1,16 +1,11 @@
 #include "kube/exec_credential.h"
 
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "common/subprocess.h"
 
 namespace falcon::kube {
 
@@ -72,87 +67,44 @@ absl::StatusOr<ExecCredential> RunExecPlugin(const ExecPlugin& plugin,
                                              std::chrono::milliseconds timeout) {
   if (plugin.command.empty())
     return absl::InvalidArgumentError("exec credential plugin: no command");
-  int out_pipe[2], err_pipe[2];
-  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) {
-    return absl::InternalError(
-        absl::StrCat("exec credential plugin: pipe: ", std::strerror(errno)));
-  }
   const std::string info = nlohmann::json{{"apiVersion", plugin.api_version},
                                           {"kind", "ExecCredential"},
                                           {"spec", {{"interactive", false}}}}
                                .dump();
-  pid_t pid = ::fork();
-  if (pid < 0)
-    return absl::InternalError(
-        absl::StrCat("exec credential plugin: fork: ", std::strerror(errno)));
-  if (pid == 0) {
-    int in = ::open("/dev/null", O_RDONLY);
-    if (in >= 0) ::dup2(in, 0);
-    ::dup2(out_pipe[1], 1);
-    ::dup2(err_pipe[1], 2);
-    ::setenv("KUBERNETES_EXEC_INFO", info.c_str(), 1);
-    for (const auto& [k, v] : plugin.env) ::setenv(k.c_str(), v.c_str(), 1);
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(plugin.command.c_str()));
-    for (const auto& a : plugin.args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    const std::string msg = std::string("exec: ") + std::strerror(errno) + "\n";
-    (void)!::write(2, msg.data(), msg.size());
-    ::_exit(127);
+  SpawnOptions spawn;
+  spawn.argv = {plugin.command};
+  spawn.argv.insert(spawn.argv.end(), plugin.args.begin(), plugin.args.end());
+  spawn.search_path = true;
+  spawn.extra_env["KUBERNETES_EXEC_INFO"] = info;
+  for (const auto& [k, v] : plugin.env) spawn.extra_env[k] = v;
+  RunLimits limits;
+  limits.timeout = timeout;
+  limits.max_stdout_bytes = kMaxOutput;
+  limits.max_stderr_bytes = kMaxOutput;
+  limits.stop_when_stdout_full = true;
+  auto run = RunBounded(std::move(spawn), limits);
+  RunOutcome outcome;
+  if (run.ok()) {
+    outcome = std::move(*run);
+  } else if (absl::IsNotFound(run.status())) {
+    outcome.exit_code = 127;  // as a shell says of a command it cannot find
+    outcome.err = absl::StrCat("exec: ", run.status().message());
+  } else {
+    return absl::InternalError(absl::StrCat("exec credential plugin: ", run.status().message()));
   }
-  ::close(out_pipe[1]);
-  ::close(err_pipe[1]);
-  std::string out, err;
-  bool too_big = false, timed_out = false;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
-  pollfd fds[2] = {{out_pipe[0], POLLIN, 0}, {err_pipe[0], POLLIN, 0}};
-  int open_fds = 2;
-  char buf[8192];
-  while (open_fds > 0) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    int n = ::poll(fds, 2, static_cast<int>(std::min<int64_t>(left.count(), 1000)));
-    if (n < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2; ++i) {
-      if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      ssize_t r = ::read(fds[i].fd, buf, sizeof(buf));
-      if (r <= 0) {
-        ::close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_fds;
-        continue;
-      }
-      std::string& dst = i == 0 ? out : err;
-      if (dst.size() + static_cast<size_t>(r) > kMaxOutput) {
-        too_big = true;
-      } else {
-        dst.append(buf, static_cast<size_t>(r));
-      }
-    }
-    if (too_big) break;
-  }
-  for (auto& f : fds) {
-    if (f.fd >= 0) ::close(f.fd);
-  }
-  if (timed_out || too_big) ::kill(pid, SIGKILL);
-  int st = 0;
-  ::waitpid(pid, &st, 0);
+  const bool timed_out = outcome.end == RunOutcome::End::kTimedOut || outcome.end == RunOutcome::End::kExitTimedOut;
+  const bool too_big = outcome.end == RunOutcome::End::kStdoutTooLong;
+  const std::string& out = outcome.out;
+  const std::string& err = outcome.err;
   const std::string what = absl::StrCat("exec credential plugin `", plugin.command, "`");
   if (timed_out) {
     return absl::UnavailableError(
         absl::StrCat(what, " did not answer within ", timeout.count() / 1000, " s"));
   }
   if (too_big) return absl::InvalidArgumentError(absl::StrCat(what, " wrote more than 1 MiB"));
-  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    std::string msg =
-        absl::StrCat(what, " failed (", WIFEXITED(st) ? "exit code " : "signal ",
-                     WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), "): ", Tail(err, 500));
-    if (WIFEXITED(st) && WEXITSTATUS(st) == 127 && !plugin.install_hint.empty()) {
+  if (outcome.exit_code != 0) {
+    std::string msg = absl::StrCat(what, " failed (exit code ", outcome.exit_code, "): ", Tail(err, 500));
+    if (outcome.exit_code == 127 && !plugin.install_hint.empty()) {
       absl::StrAppend(&msg, "\n", plugin.install_hint);
     }
     return absl::UnavailableError(msg);
