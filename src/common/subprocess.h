@@ -1,8 +1,9 @@
 // Child processes: the one place that builds argv/envp for posix_spawn, sets up a child's standard streams,
 // process group and signal state, waits for an exit within a bound, and runs a short-lived command to
-// completion with its output read through pipes under a time limit and size caps. Used by the CLI's exec
-// credential plugin and the local runtime (its sandbox check and the launch of a Pod's supervisor). Test
-// support (test/support/process.h) drives long-lived binaries and keeps its own fork-based helper.
+// completion with its output read through pipes under a time limit and size caps. Used by the exec
+// credential plugins (the CLI's, the Kubernetes client's) and the local runtime (its sandbox check and the
+// launch of a Pod's supervisor). Test support (test/support/process.h) drives long-lived binaries and keeps
+// its own fork-based helper.
 //
 // Every wait here is bounded and measured on monotonic time (std::chrono::steady_clock): a wall-clock step
 // neither cuts a limit short nor stretches it. Thread-safe: no shared state.
