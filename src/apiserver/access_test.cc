@@ -108,12 +108,14 @@ class AccessTest : public ::testing::Test {
                             const std::string& body = "") {
     httplib::Headers h;
     if (!who.empty()) h.emplace("Authorization", "Bearer " + Secret(who));
-    httplib::Result r;
-    if (method == "GET") r = client_->Get(path, h);
-    else if (method == "POST") r = client_->Post(path, h, body, "application/json");
-    else if (method == "PUT") r = client_->Put(path, h, body, "application/octet-stream");
-    else if (method == "PATCH") r = client_->Patch(path, h, body, "application/json");
-    else if (method == "DELETE") r = client_->Delete(path, h);
+    auto send = [&]() -> httplib::Result {
+      if (method == "POST") return client_->Post(path, h, body, "application/json");
+      if (method == "PUT") return client_->Put(path, h, body, "application/octet-stream");
+      if (method == "PATCH") return client_->Patch(path, h, body, "application/json");
+      if (method == "DELETE") return client_->Delete(path, h);
+      return client_->Get(path, h);
+    };
+    httplib::Result r = send();
     if (!r) return {-1, json()};
     last_headers_ = r->headers;
     return {r->status, json::parse(r->body, nullptr, false)};
