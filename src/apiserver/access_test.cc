@@ -440,9 +440,8 @@ TEST(BootstrapTest, WritesTokenFilesOnceWithMode0600) {
   auto store = store::OpenStore("sqlite://" + (dir / "falcon.db").string());
   ASSERT_TRUE(store.ok());
   FakeClock clock;
+  const std::string state = (dir / "state").string();
   auto paths = DefaultBootstrapPaths("sqlite://" + (dir / "falcon.db").string(), [&](const char* n) -> const char* {
-    static std::string state;
-    state = (dir / "state").string();
     return std::string(n) == "XDG_STATE_HOME" ? state.c_str() : nullptr;
   });
   EXPECT_EQ(paths.admin_token_file, (dir / "state/falcon/admin.token").string());
