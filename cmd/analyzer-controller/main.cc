@@ -10,7 +10,9 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cctype>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -43,6 +45,7 @@ using falcon::controller::ControllerConfig;
 
 struct Flags {
   std::string api_server;
+  std::string api_token_file;
   std::string grpc_listen = "127.0.0.1:9091";
   std::string http_listen = "127.0.0.1:9092";
   std::string runtime = "local";
@@ -222,6 +225,10 @@ int main(int argc, char** argv) {
   CLI::App app{"analyzer-controller: admission, Pods, watch, recovery and leader election for analyses"};
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--api-server", f.api_server, "API server gRPC address HOST:PORT (FalconAPIService)")->required();
+  app.add_option("--api-token-file", f.api_token_file,
+                 "the controller's API token (sent on every gRPC call; falcon-apiserver writes one at first start "
+                 "with auth on: <db dir>/controller.token)")
+      ->envname("FALCON_API_TOKEN_FILE");
   app.add_option("--grpc-listen", f.grpc_listen, "AnalyzerControllerService address HOST:PORT")->capture_default_str();
   app.add_option("--http-listen", f.http_listen, "/healthz, /readyz, /metrics address HOST:PORT")->capture_default_str();
   app.add_option("--runtime", f.runtime, "where Pods run: local")->capture_default_str();
@@ -396,7 +403,23 @@ int main(int argc, char** argv) {
   falcon::SystemRandom random;
   auto backends = MakeBackends(f, clock);
   if (!backends.ok()) return Fail(std::string(backends.status().message()));
-  auto api = falcon::controller::NewGrpcApiClient(f.api_server, clock, random);
+  falcon::controller::GrpcApiClientOptions api_options;
+  if (!f.api_token_file.empty()) {
+    std::ifstream in(f.api_token_file);
+    if (!in) {
+      spdlog::error("--api-token-file {} cannot be read", f.api_token_file);
+      return 1;
+    }
+    std::getline(in, api_options.bearer_token);
+    while (!api_options.bearer_token.empty() && std::isspace(static_cast<unsigned char>(api_options.bearer_token.back()))) {
+      api_options.bearer_token.pop_back();
+    }
+    if (api_options.bearer_token.empty()) {
+      spdlog::error("--api-token-file {} is empty", f.api_token_file);
+      return 1;
+    }
+  }
+  auto api = falcon::controller::NewGrpcApiClient(f.api_server, clock, random, api_options);
   falcon::controller::ControllerMetrics metrics;
   falcon::controller::Controller controller(
       cfg, {api.get(), backends->runtime.get(), store->get(), backends->elector.get(), &*catalog, &clock,

@@ -7,13 +7,16 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
 
 #include "api/validation.h"
+#include "apiserver/access.h"
 #include "apiserver/api_service.h"
+#include "apiserver/bootstrap.h"
 #include "apiserver/controller_client.h"
 #include "apiserver/http_server.h"
 #include "apiserver/metrics.h"
@@ -23,6 +26,9 @@
 #include "common/logging.h"
 #include "objstore/object_store.h"
 #include "runner/input_roots.h"
+#include "auth/issuer_router.h"
+#include "auth/oidc_flags.h"
+#include "auth/static_tokens.h"
 #include "store/store.h"
 
 namespace {
@@ -101,6 +107,40 @@ int main(int argc, char** argv) {
   app.add_option("--max-memory", max_memory, "most memory one analysis may request (resource_override)")
       ->envname("FALCON_MAX_MEMORY")
       ->capture_default_str();
+  // Access control (docs/security.md).
+  std::string auth_mode = "auto";
+  bool insecure_no_auth = false;
+  std::vector<std::string> oidc_issuers;
+  std::string policy_file;
+  bool metrics_require_auth = false;
+  std::string audit_retention = "720h";
+  std::string admin_token_file, controller_token_file;
+  app.add_option("--auth", auth_mode,
+                 "access control: on, off, or auto (off when both listen addresses are loopback, on otherwise)")
+      ->envname("FALCON_AUTH")
+      ->check(CLI::IsMember({"on", "off", "auto"}))
+      ->capture_default_str();
+  app.add_flag("--insecure-no-auth", insecure_no_auth,
+               "allow --auth=off on a non-loopback address (anyone who reaches the server may do anything)")
+      ->envname("FALCON_INSECURE_NO_AUTH");
+  app.add_option("--oidc-issuer", oidc_issuers,
+                 "repeatable: a trusted OIDC issuer, URL[,audience=A][,username-claim=C]... (docs/security.md)")
+      ->envname("FALCON_OIDC_ISSUER");
+  app.add_option("--policy-file", policy_file, "YAML role bindings of users and groups, reloaded when it changes")
+      ->envname("FALCON_POLICY_FILE");
+  app.add_flag("--metrics-require-auth", metrics_require_auth, "GET /metrics needs role viewer (default: open)")
+      ->envname("FALCON_METRICS_REQUIRE_AUTH");
+  app.add_option("--audit-retention", audit_retention, "audit events older than this are deleted (e.g. 720h; 0: kept)")
+      ->envname("FALCON_AUDIT_RETENTION")
+      ->capture_default_str();
+  app.add_option("--admin-token-file", admin_token_file,
+                 "with auth on: where the first start writes the local admin token (mode 0600); default "
+                 "$XDG_STATE_HOME/falcon/admin.token (~/.local/state/falcon/admin.token) for a SQLite --db")
+      ->envname("FALCON_ADMIN_TOKEN_FILE");
+  app.add_option("--controller-token-file", controller_token_file,
+                 "with auth on: where the first start writes the controller's token (mode 0600); default "
+                 "<db dir>/controller.token for a SQLite --db")
+      ->envname("FALCON_CONTROLLER_TOKEN_FILE");
   CLI11_PARSE(app, argc, argv);
 
   falcon::InitLogging("falcon-apiserver", log_level, log_format);
@@ -129,6 +169,24 @@ int main(int argc, char** argv) {
   if (!max_resources.ok()) return Fail(std::string(max_resources.status().message()));
   service_options.max_resources = *max_resources;
 
+  bool auth_on = auth_mode == "on";
+  const bool loopback = falcon::apiserver::IsLoopbackHost(http_host) && falcon::apiserver::IsLoopbackHost(grpc_host);
+  if (auth_mode == "auto") auth_on = !loopback;
+  if (!auth_on && !loopback) {
+    if (!insecure_no_auth) {
+      return Fail("--auth=off on a non-loopback address (http=" + http_listen + ", grpc=" + grpc_listen +
+                  ") would let anyone who reaches it do anything, including superseding the controller; turn "
+                  "auth on (--auth=on) or pass --insecure-no-auth to run like this anyway");
+    }
+    spdlog::warn("INSECURE: access control is OFF on a non-loopback address (http={} grpc={}, "
+                 "--insecure-no-auth): anyone who can reach this server may do anything",
+                 http_listen, grpc_listen);
+  }
+  auto retention = falcon::apiserver::ParseRetention(audit_retention);
+  if (!retention.ok()) return Fail("--audit-retention: " + std::string(retention.status().message()));
+  service_options.audit_retention = *retention;
+  service_options.insecure_no_auth = !auth_on && !loopback;
+
   // SIGTERM/SIGINT are handled by one thread (sigwait); block them before any other thread starts so
   // none of gRPC's or httplib's threads receives them.
   sigset_t stop_signals;
@@ -155,6 +213,42 @@ int main(int argc, char** argv) {
       falcon::apiserver::ControllerClient::Create(controller_addr, controller_options, clock, metrics);
   if (!controller.ok()) return Fail(std::string(controller.status().message()));
 
+  // Access control: static API tokens, then the OIDC issuers; roles from the tokens and the policy file.
+  falcon::auth::StaticTokenAuthenticator static_tokens(**store, clock);
+  std::unique_ptr<falcon::apiserver::AccessControl> access;
+  if (auth_on) {
+    std::unique_ptr<falcon::auth::Authenticator> oidc;
+    if (!oidc_issuers.empty()) {
+      std::vector<std::unique_ptr<falcon::auth::OidcAuthenticator>> issuers;
+      for (const auto& flag : oidc_issuers) {
+        auto o = falcon::auth::ParseOidcIssuerFlag(flag);
+        if (!o.ok()) return Fail("--oidc-issuer " + flag + ": " + std::string(o.status().message()));
+        auto a = falcon::auth::OidcAuthenticator::Create(*o, clock);
+        if (!a.ok()) return Fail("--oidc-issuer " + flag + ": " + std::string(a.status().message()));
+        issuers.push_back(std::move(*a));
+      }
+      auto router = falcon::auth::IssuerRouter::Create(std::move(issuers));
+      if (!router.ok()) return Fail("--oidc-issuer: " + std::string(router.status().message()));
+      oidc = std::move(*router);
+    }
+    falcon::apiserver::AccessOptions access_options;
+    access_options.policy_file = policy_file;
+    access_options.metrics_require_auth = metrics_require_auth;
+    auto ac = falcon::apiserver::AccessControl::Create(static_tokens, std::move(oidc), clock, access_options);
+    if (!ac.ok()) return Fail(std::string(ac.status().message()));
+    access = std::move(*ac);
+    service_options.access = access.get();
+
+    // First start with a local state dir: a local admin token and the controller's token, as 0600 files.
+    falcon::apiserver::BootstrapPaths paths;
+    auto defaults = falcon::apiserver::DefaultBootstrapPaths(db_url, [](const char* n) { return std::getenv(n); });
+    paths.admin_token_file = admin_token_file.empty() ? defaults.admin_token_file : admin_token_file;
+    paths.controller_token_file = controller_token_file.empty() ? defaults.controller_token_file : controller_token_file;
+    if (auto s = falcon::apiserver::BootstrapTokens(**store, clock, paths); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
+  }
+
   // One service object behind both transports: the HTTP routes and the gRPC methods are adapters over it,
   // so both apply the same options.
   falcon::apiserver::ApiService api(**store, objects->get(), controller->get(), clock, random, service_options);
@@ -178,10 +272,26 @@ int main(int argc, char** argv) {
     return Fail("--http-listen: " + std::string(http_bound.status().message()));
   }
   spdlog::info("falcon-apiserver serving http={}:{} grpc={}:{} db={} object_store={} controller={} "
-               "artifact_roots={} max_cpu={} max_memory={}",
+               "artifact_roots={} max_cpu={} max_memory={} auth={} oidc_issuers={} policy_file={}",
                http_host, *http_bound, grpc_host, grpc_bound, falcon::apiserver::RedactUrl(db_url),
                object_store, controller_addr, falcon::runner::DescribeRoots(api.artifact_roots()),
-               service_options.max_resources.cpu, service_options.max_resources.memory);
+               service_options.max_resources.cpu, service_options.max_resources.memory,
+               auth_on ? "on" : (loopback ? "off (loopback only)" : "OFF (--insecure-no-auth)"), oidc_issuers.size(),
+               policy_file.empty() ? "none" : policy_file);
+
+  // Audit retention: old events are deleted every ten minutes (and once now).
+  std::atomic<bool> stopping{false};
+  std::thread purger([&] {
+    while (!stopping.load()) {
+      auto n = api.PurgeAudit();
+      if (!n.ok()) {
+        spdlog::warn("audit retention: {}", std::string(n.status().message()));
+      } else if (*n > 0) {
+        spdlog::info("audit retention: deleted {} events older than {}", *n, audit_retention);
+      }
+      clock.SleepFor(std::chrono::minutes(10), [&] { return stopping.load(); });
+    }
+  });
 
   // Drain on SIGTERM/SIGINT: stop accepting, let in-flight requests finish, exit 0.
   std::thread stopper([&] {
@@ -197,6 +307,9 @@ int main(int argc, char** argv) {
   pthread_kill(stopper.native_handle(), SIGTERM);  // no-op if the stopper already ran
   stopper.join();
   grpc_server->Wait();
+  stopping = true;
+  clock.Notify();
+  purger.join();
   spdlog::info("falcon-apiserver stopped");
   return 0;
 }

@@ -9,6 +9,7 @@ namespace falcon::api {
 namespace {
 
 constexpr char kHttpStatusPayload[] = "type.falcon/http-status";
+constexpr char kRequiredRolePayload[] = "type.falcon/required-role";
 
 constexpr absl::StatusCode kAllCodes[] = {
     absl::StatusCode::kOk,
@@ -57,8 +58,20 @@ int HttpStatusOf(const absl::Status& s) {
   return HttpStatusForCode(s.code());
 }
 
+absl::Status WithRequiredRole(absl::Status s, std::string_view role) {
+  s.SetPayload(kRequiredRolePayload, absl::Cord(std::string(role)));
+  return s;
+}
+
+std::string RequiredRoleOf(const absl::Status& s) {
+  if (auto p = s.GetPayload(kRequiredRolePayload)) return std::string(*p);
+  return "";
+}
+
 nlohmann::json ErrorBody(const absl::Status& s) {
-  return {{"error", {{"code", ErrorCodeName(s.code())}, {"message", std::string(s.message())}}}};
+  nlohmann::json e = {{"code", ErrorCodeName(s.code())}, {"message", std::string(s.message())}};
+  if (std::string role = RequiredRoleOf(s); !role.empty()) e["details"] = {{"required_role", role}};
+  return {{"error", std::move(e)}};
 }
 
 absl::Status StatusFromErrorBody(int http_status, std::string_view body) {

@@ -26,7 +26,13 @@ absl::Status WithHttpStatus(absl::Status s, int http_status);
 // RESOURCE_EXHAUSTED 413, CANCELLED 499, UNIMPLEMENTED 501, UNAVAILABLE 503, DEADLINE_EXCEEDED 504, other 500).
 int HttpStatusOf(const absl::Status& s);
 
-// The error body of `s` (which must not be OK).
+// `s` (a PERMISSION_DENIED) naming the role that would have been allowed: the error body then carries
+// "details": {"required_role": ROLE}, which the CLI reads to say whom to ask.
+absl::Status WithRequiredRole(absl::Status s, std::string_view role);
+// The role WithRequiredRole set, or "".
+std::string RequiredRoleOf(const absl::Status& s);
+
+// The error body of `s` (which must not be OK); with "details" when it names a required role.
 nlohmann::json ErrorBody(const absl::Status& s);
 // Reads an error answer back: the code and message of a body of ErrorBody's form; when the body is not of
 // that form, a status by HTTP status saying what came back (never OK).

@@ -5,6 +5,10 @@
 #include <chrono>
 #include <exception>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "api/errors.h"
+#include "apiserver/access.h"
 #include "common/grpc_status.h"
 #include "common/status.h"
 
@@ -20,13 +24,22 @@ FalconApiService::FalconApiService(store::Store& store, objstore::ObjectStore* o
       metrics_(metrics) {}
 
 template <typename F>
-grpc::Status FalconApiService::Serve(const char* method, F&& body) {
+grpc::Status FalconApiService::Serve(const char* method, grpc::ServerContext* ctx, bool fenced, F&& body) {
   auto start = std::chrono::steady_clock::now();
   absl::Status s;
+  RequestContext rc;
+  bool authorized = false;
   try {
-    s = body();
+    s = [&]() -> absl::Status {
+      FALCON_ASSIGN_OR_RETURN(rc, Context(ctx, method, fenced));
+      authorized = true;
+      return body(rc);
+    }();
   } catch (const std::exception& e) {
     s = absl::InternalError(std::string(method) + ": " + e.what());
+  }
+  if (const AccessRule* rule = FindAccessRule(method); authorized && rule != nullptr && rule->mutating) {
+    service_.Audit(rc, method, std::string("grpc ") + method, s.ok() ? 200 : api::HttpStatusOf(s));
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   metrics_.ObserveGrpc(method, CodeName(s.code()), secs);
@@ -40,10 +53,22 @@ grpc::Status FalconApiService::Serve(const char* method, F&& body) {
   return ToGrpcStatus(s);
 }
 
-absl::StatusOr<RequestContext> FalconApiService::Context(grpc::ServerContext* ctx, bool mutating) {
+absl::StatusOr<RequestContext> FalconApiService::Context(grpc::ServerContext* ctx, const char* method,
+                                                         bool fenced) {
   RequestContext out;
-  if (!mutating) return out;  // reads are never fenced: their epoch is not looked at
   const auto& md = ctx->client_metadata();
+  // Who is calling: metadata "authorization: Bearer TOKEN", checked against the access table by method.
+  std::optional<std::string> bearer;
+  if (auto a = md.find(kAuthorizationMetadataKey); a != md.end()) {
+    std::string v(a->second.data(), a->second.size());
+    if (v.size() < 7 || !absl::EqualsIgnoreCase(v.substr(0, 7), "Bearer ")) {
+      return absl::UnauthenticatedError("metadata authorization must be \"Bearer TOKEN\"");
+    }
+    bearer = std::string(absl::StripAsciiWhitespace(v.substr(7)));
+  }
+  FALCON_ASSIGN_OR_RETURN(out.caller, service_.Authenticate(bearer, ctx->peer()));
+  FALCON_RETURN_IF_ERROR(service_.Authorize(out, method, method));
+  if (!fenced) return out;  // reads are never fenced: their epoch is not looked at
   auto it = md.find(kLeaseEpochMetadataKey);
   if (it == md.end()) return out;
   std::string text(it->second.data(), it->second.size());
@@ -61,8 +86,7 @@ absl::StatusOr<RequestContext> FalconApiService::Context(grpc::ServerContext* ct
 grpc::Status FalconApiService::ListExpsAwaitingAnalysis(grpc::ServerContext* ctx,
                                                         const api::v1::ListExpsAwaitingAnalysisRequest* req,
                                                         api::v1::ListExpsAwaitingAnalysisResponse* resp) {
-  return Serve("ListExpsAwaitingAnalysis", [&]() -> absl::Status {
-    FALCON_ASSIGN_OR_RETURN(RequestContext rc, Context(ctx, /*mutating=*/false));
+  return Serve("ListExpsAwaitingAnalysis", ctx, /*fenced=*/false, [&](const RequestContext& rc) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(*resp, service_.ListExpsAwaitingAnalysis(rc, req->limit()));
     return absl::OkStatus();
   });
@@ -71,9 +95,8 @@ grpc::Status FalconApiService::ListExpsAwaitingAnalysis(grpc::ServerContext* ctx
 grpc::Status FalconApiService::CreateAnalysisRecord(grpc::ServerContext* ctx,
                                                     const api::v1::CreateAnalysisRecordRequest* req,
                                                     api::v1::CreateAnalysisRecordResponse* resp) {
-  return Serve("CreateAnalysisRecord", [&]() -> absl::Status {
+  return Serve("CreateAnalysisRecord", ctx, /*fenced=*/true, [&](const RequestContext& rc) -> absl::Status {
     if (!req->has_record()) return absl::InvalidArgumentError("record is required");
-    FALCON_ASSIGN_OR_RETURN(RequestContext rc, Context(ctx, /*mutating=*/true));
     FALCON_ASSIGN_OR_RETURN(*resp, service_.CreateAnalysisRecord(rc, req->record()));
     return absl::OkStatus();
   });
@@ -82,8 +105,7 @@ grpc::Status FalconApiService::CreateAnalysisRecord(grpc::ServerContext* ctx,
 grpc::Status FalconApiService::GetAnalysisRecord(grpc::ServerContext* ctx,
                                                  const api::v1::GetAnalysisRecordRequest* req,
                                                  api::v1::AnalysisRecord* resp) {
-  return Serve("GetAnalysisRecord", [&]() -> absl::Status {
-    FALCON_ASSIGN_OR_RETURN(RequestContext rc, Context(ctx, /*mutating=*/false));
+  return Serve("GetAnalysisRecord", ctx, /*fenced=*/false, [&](const RequestContext& rc) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(*resp, service_.GetAnalysisRecord(rc, req->analysis_id()));
     return absl::OkStatus();
   });
@@ -92,8 +114,7 @@ grpc::Status FalconApiService::GetAnalysisRecord(grpc::ServerContext* ctx,
 grpc::Status FalconApiService::ListAnalysisRecords(grpc::ServerContext* ctx,
                                                    const api::v1::ListAnalysisRecordsRequest* req,
                                                    api::v1::ListAnalysisRecordsResponse* resp) {
-  return Serve("ListAnalysisRecords", [&]() -> absl::Status {
-    FALCON_ASSIGN_OR_RETURN(RequestContext rc, Context(ctx, /*mutating=*/false));
+  return Serve("ListAnalysisRecords", ctx, /*fenced=*/false, [&](const RequestContext& rc) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(*resp, service_.ListAnalysisRecords(rc, *req));
     return absl::OkStatus();
   });
@@ -102,8 +123,7 @@ grpc::Status FalconApiService::ListAnalysisRecords(grpc::ServerContext* ctx,
 grpc::Status FalconApiService::UpdateAnalysisRecord(grpc::ServerContext* ctx,
                                                     const api::v1::UpdateAnalysisRecordRequest* req,
                                                     api::v1::AnalysisRecord* resp) {
-  return Serve("UpdateAnalysisRecord", [&]() -> absl::Status {
-    FALCON_ASSIGN_OR_RETURN(RequestContext rc, Context(ctx, /*mutating=*/true));
+  return Serve("UpdateAnalysisRecord", ctx, /*fenced=*/true, [&](const RequestContext& rc) -> absl::Status {
     std::vector<std::string> paths(req->update_mask().paths().begin(), req->update_mask().paths().end());
     FALCON_ASSIGN_OR_RETURN(*resp, service_.UpdateAnalysisRecord(rc, req->analysis_id(), req->record(), paths));
     return absl::OkStatus();
@@ -113,8 +133,7 @@ grpc::Status FalconApiService::UpdateAnalysisRecord(grpc::ServerContext* ctx,
 grpc::Status FalconApiService::DeleteAnalysisRecord(grpc::ServerContext* ctx,
                                                     const api::v1::DeleteAnalysisRecordRequest* req,
                                                     api::v1::DeleteAnalysisRecordResponse*) {
-  return Serve("DeleteAnalysisRecord", [&]() -> absl::Status {
-    FALCON_ASSIGN_OR_RETURN(RequestContext rc, Context(ctx, /*mutating=*/true));
+  return Serve("DeleteAnalysisRecord", ctx, /*fenced=*/true, [&](const RequestContext& rc) -> absl::Status {
     return service_.DeleteAnalysisRecord(rc, req->analysis_id());
   });
 }
@@ -122,8 +141,7 @@ grpc::Status FalconApiService::DeleteAnalysisRecord(grpc::ServerContext* ctx,
 grpc::Status FalconApiService::ListRunningAnalyses(grpc::ServerContext* ctx,
                                                    const api::v1::ListRunningAnalysesRequest*,
                                                    api::v1::ListRunningAnalysesResponse* resp) {
-  return Serve("ListRunningAnalyses", [&]() -> absl::Status {
-    FALCON_ASSIGN_OR_RETURN(RequestContext rc, Context(ctx, /*mutating=*/false));
+  return Serve("ListRunningAnalyses", ctx, /*fenced=*/false, [&](const RequestContext& rc) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(*resp, service_.ListRunningAnalyses(rc));
     return absl::OkStatus();
   });
@@ -131,8 +149,7 @@ grpc::Status FalconApiService::ListRunningAnalyses(grpc::ServerContext* ctx,
 
 grpc::Status FalconApiService::GetExp(grpc::ServerContext* ctx, const api::v1::GetExpRequest* req,
                                       api::v1::GetExpResponse* resp) {
-  return Serve("GetExp", [&]() -> absl::Status {
-    FALCON_ASSIGN_OR_RETURN(RequestContext rc, Context(ctx, /*mutating=*/false));
+  return Serve("GetExp", ctx, /*fenced=*/false, [&](const RequestContext& rc) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(*resp, service_.GetExp(rc, req->exp_id()));
     return absl::OkStatus();
   });
@@ -141,8 +158,7 @@ grpc::Status FalconApiService::GetExp(grpc::ServerContext* ctx, const api::v1::G
 grpc::Status FalconApiService::AcquireLeaderEpoch(grpc::ServerContext* ctx,
                                                   const api::v1::AcquireLeaderEpochRequest* req,
                                                   api::v1::AcquireLeaderEpochResponse* resp) {
-  return Serve("AcquireLeaderEpoch", [&]() -> absl::Status {
-    FALCON_ASSIGN_OR_RETURN(RequestContext rc, Context(ctx, /*mutating=*/false));
+  return Serve("AcquireLeaderEpoch", ctx, /*fenced=*/false, [&](const RequestContext& rc) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(*resp, service_.AcquireLeaderEpoch(rc, *req));
     return absl::OkStatus();
   });

@@ -3,6 +3,9 @@
 // database reads and writes go through here).
 //
 // What this adapter adds:
+//   - the caller, from the metadata key "authorization" ("Bearer TOKEN"), authenticated and checked against
+//     the access table by method name (access.h): the record writes and AcquireLeaderEpoch are the
+//     controller identity's alone;
 //   - the caller's lease epoch, from the metadata key "x-falcon-lease-epoch", into RequestContext (the service
 //     fences mutating calls by it: only the latest epoch AcquireLeaderEpoch issued is accepted, and a
 //     mutating call without the key is refused; a non-numeric value is INVALID_ARGUMENT);
@@ -63,9 +66,11 @@ class FalconApiService final : public api::v1::FalconAPIService::Service {
  private:
   // The RequestContext of a call: for a mutating call its lease epoch, if any (INVALID_ARGUMENT for a
   // malformed one).
-  absl::StatusOr<RequestContext> Context(grpc::ServerContext* ctx, bool mutating);
+  absl::StatusOr<RequestContext> Context(grpc::ServerContext* ctx, const char* method, bool fenced);
+  // Authenticates and authorizes the call (access.h), then runs body(RequestContext); audits mutating
+  // methods; counts and times the call.
   template <typename F>
-  grpc::Status Serve(const char* method, F&& body);
+  grpc::Status Serve(const char* method, grpc::ServerContext* ctx, bool fenced, F&& body);
 
   std::unique_ptr<ApiService> owned_;
   ApiService& service_;

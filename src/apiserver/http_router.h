@@ -41,6 +41,7 @@ using HttpHandler = std::function<absl::Status(HttpCall&)>;
 struct HttpRoute {
   std::string method;     // GET, POST, PUT, PATCH, DELETE
   std::string path;       // the template; also the route label in metrics
+  std::string action;     // its name in the access table (access.h)
   BodyKind body = BodyKind::kNone;
   HttpHandler handler;
 };

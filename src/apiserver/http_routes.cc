@@ -14,6 +14,7 @@
 #include "api/json_codec.h"
 #include "api/validation.h"
 #include "apiserver/http_server.h"
+#include "common/rfc3339.h"
 #include "common/status.h"
 
 namespace falcon::apiserver {
@@ -105,42 +106,59 @@ class UploadBody final : public ByteSource {
   size_t limit_;
 };
 
+json OptionalTime(const std::optional<Time>& t) { return t ? json(FormatRfc3339Seconds(*t)) : json(nullptr); }
+
+// A token as GET /v1/tokens lists it: never its secret or hash.
+json TokenJson(const store::ApiToken& t) {
+  return {{"name", t.name},
+          {"role", t.role},
+          {"created_by", t.created_by},
+          {"created_at", FormatRfc3339Seconds(t.created_at)},
+          {"expires_at", OptionalTime(t.expires_at)},
+          {"revoked_at", OptionalTime(t.revoked_at)},
+          {"last_used_at", OptionalTime(t.last_used_at)}};
+}
+
 }  // namespace
 
 void HttpServer::RegisterRoutes() {
   ApiService& svc = service_;
-  auto add = [this](const char* method, const char* path, BodyKind body, HttpHandler h) {
-    router_.Add(HttpRoute{method, path, body, std::move(h)});
+  auto add = [this](const char* method, const char* path, const char* action, BodyKind body, HttpHandler h) {
+    router_.Add(HttpRoute{method, path, action, body, std::move(h)});
   };
   const BodyKind kNone = BodyKind::kNone, kJson = BodyKind::kJson, kStream = BodyKind::kStream;
 
   // --- health, metrics, the API document, the benchmark ceiling
-  add("GET", "/healthz", kNone, [](HttpCall& c) {
+  add("GET", "/healthz", "Healthz", kNone, [](HttpCall& c) {
     c.res.set_content("ok\n", "text/plain");
     return absl::OkStatus();
   });
-  add("GET", "/readyz", kNone, [&svc](HttpCall& c) -> absl::Status {
+  add("GET", "/readyz", "Readyz", kNone, [&svc](HttpCall& c) -> absl::Status {
     FALCON_RETURN_IF_ERROR(svc.Ready(c.ctx));
-    c.res.set_content("ready\n", "text/plain");
+    c.res.set_content(svc.insecure_no_auth()
+                          ? "ready\nWARNING: access control is off on a non-loopback address (--insecure-no-auth): "
+                            "anyone who can reach this server may do anything\n"
+                          : "ready\n",
+                      "text/plain");
     return absl::OkStatus();
   });
-  add("GET", "/metrics", kNone, [this](HttpCall& c) {
+  add("GET", "/metrics", "Metrics", kNone, [this](HttpCall& c) {
     c.res.set_content(metrics_.Render(), "text/plain; version=0.0.4");
     return absl::OkStatus();
   });
-  add("GET", "/openapi.json", kNone, [this](HttpCall& c) -> absl::Status {
+  add("GET", "/openapi.json", "OpenApi", kNone, [this](HttpCall& c) -> absl::Status {
     FALCON_RETURN_IF_ERROR(openapi_status_);
     c.res.set_content(openapi_json_, "application/json");
     return absl::OkStatus();
   });
   // Hello-world of the same stack (thread pool, routing, metrics): the ceiling for the benchmark.
-  add("GET", "/_hello", kNone, [](HttpCall& c) {
+  add("GET", "/_hello", "Hello", kNone, [](HttpCall& c) {
     c.res.set_content("hello, world\n", "text/plain");
     return absl::OkStatus();
   });
 
   // --- Exps and artifacts
-  add("POST", "/v1/exps", kJson, [&svc](HttpCall& c) -> absl::Status {
+  add("POST", "/v1/exps", "CreateExp", kJson, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(json body, api::ParseJsonObject(c.body));
     // Left out, the id is generated; given, it must be a valid one ("" is not).
     FALCON_RETURN_IF_ERROR(RefuseEmptyIds(body, {"exp_id"}));
@@ -149,13 +167,13 @@ void HttpServer::RegisterRoutes() {
     WriteJson(c.res, 201, api::ToJson(exp));
     return absl::OkStatus();
   });
-  add("PATCH", "/v1/exps/{exp_id}", kJson, [&svc](HttpCall& c) -> absl::Status {
+  add("PATCH", "/v1/exps/{exp_id}", "UpdateExpStatus", kJson, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(auto update, Body<api::v1::Exp>(c, {"status"}));
     FALCON_ASSIGN_OR_RETURN(auto exp, svc.UpdateExpStatus(c.ctx, c.params[0], update.status()));
     WriteJson(c.res, 200, api::ToJson(exp));
     return absl::OkStatus();
   });
-  add("GET", "/v1/exps", kNone, [&svc](HttpCall& c) -> absl::Status {
+  add("GET", "/v1/exps", "ListExps", kNone, [&svc](HttpCall& c) -> absl::Status {
     store::ListExpsQuery q;
     FALCON_ASSIGN_OR_RETURN(auto status, Param(c.req, "status"));
     if (status) {
@@ -172,14 +190,14 @@ void HttpServer::RegisterRoutes() {
     WriteJson(c.res, 200, {{"exps", std::move(exps)}, {"next_page_token", page.next_page_token}});
     return absl::OkStatus();
   });
-  add("GET", "/v1/exps/{exp_id}", kNone, [&svc](HttpCall& c) -> absl::Status {
+  add("GET", "/v1/exps/{exp_id}", "GetExp", kNone, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(auto got, svc.GetExp(c.ctx, c.params[0]));
     json list = json::array();
     for (const auto& a : got.artifacts()) list.push_back(api::ToJson(a));
     WriteJson(c.res, 200, {{"exp", api::ToJson(got.exp())}, {"artifacts", std::move(list)}});
     return absl::OkStatus();
   });
-  add("POST", "/v1/exps/{exp_id}/artifacts", kJson, [&svc](HttpCall& c) -> absl::Status {
+  add("POST", "/v1/exps/{exp_id}/artifacts", "CreateArtifact", kJson, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(auto a, Body<api::v1::Artifact>(c, {"artifact_type", "uri"}));
     FALCON_ASSIGN_OR_RETURN(a, svc.CreateArtifact(c.ctx, c.params[0], std::move(a)));
     WriteJson(c.res, 201, api::ToJson(a));
@@ -187,7 +205,7 @@ void HttpServer::RegisterRoutes() {
   });
   // The body (at most max_body_bytes) is stored at exps/{exp_id}/files/{name}; the answer's uri is what
   // `falcon exp add-artifact --file` then registers as the artifact.
-  add("PUT", "/v1/exps/{exp_id}/files/{name+}", kStream, [this, &svc](HttpCall& c) -> absl::Status {
+  add("PUT", "/v1/exps/{exp_id}/files/{name+}", "Upload", kStream, [this, &svc](HttpCall& c) -> absl::Status {
     UploadBody body(c.reader, options_.max_body_bytes);
     FALCON_ASSIGN_OR_RETURN(auto up, svc.Upload(c.ctx, c.params[0], c.params[1], body));
     WriteJson(c.res, 201, {{"uri", up.uri}, {"size_bytes", up.size_bytes}});
@@ -195,7 +213,7 @@ void HttpServer::RegisterRoutes() {
   });
 
   // --- analyses
-  add("POST", "/v1/analyses", kJson, [&svc](HttpCall& c) -> absl::Status {
+  add("POST", "/v1/analyses", "CreateAnalysis", kJson, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(json body, api::ParseJsonObject(c.body));
     FALCON_RETURN_IF_ERROR(RefuseEmptyIds(body, {"analysis_id"}));
     FALCON_ASSIGN_OR_RETURN(auto create, FromBody<analyzer::v1::CreateAnalysisRequest>(body));
@@ -203,7 +221,7 @@ void HttpServer::RegisterRoutes() {
     WriteJson(c.res, 201, {{"analysis_id", id}});
     return absl::OkStatus();
   });
-  add("GET", "/v1/analyses", kNone, [&svc](HttpCall& c) -> absl::Status {
+  add("GET", "/v1/analyses", "ListAnalyses", kNone, [&svc](HttpCall& c) -> absl::Status {
     store::ListAnalysesQuery q;
     FALCON_ASSIGN_OR_RETURN(auto exp_id, Param(c.req, "exp_id"));
     q.exp_id = exp_id.value_or("");
@@ -218,6 +236,11 @@ void HttpServer::RegisterRoutes() {
     q.page_size = static_cast<int>(size);
     FALCON_ASSIGN_OR_RETURN(auto token, Param(c.req, "page_token"));
     q.page_token = token.value_or("");
+    FALCON_ASSIGN_OR_RETURN(auto mine, Param(c.req, "mine"));
+    if (mine) {
+      FALCON_ASSIGN_OR_RETURN(bool only_mine, api::ParseBoolParam("mine", *mine));
+      if (only_mine) q.created_by = c.ctx.caller.principal.username;
+    }
     // Like a list view elsewhere, records come without their script (up to 1 MiB each) unless asked for.
     FALCON_ASSIGN_OR_RETURN(auto view_param, Param(c.req, "view"));
     const std::string view = view_param.value_or("basic");
@@ -235,17 +258,17 @@ void HttpServer::RegisterRoutes() {
     WriteJson(c.res, 200, {{"analyses", std::move(list)}, {"next_page_token", page.next_page_token}});
     return absl::OkStatus();
   });
-  add("GET", "/v1/analyses/{id}", kNone, [&svc](HttpCall& c) -> absl::Status {
+  add("GET", "/v1/analyses/{id}", "GetAnalysis", kNone, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(auto record, svc.GetAnalysis(c.ctx, c.params[0]));
     WriteJson(c.res, 200, api::ToJson(record));
     return absl::OkStatus();
   });
-  add("POST", "/v1/analyses/{id}:cancel", kNone, [&svc](HttpCall& c) -> absl::Status {
+  add("POST", "/v1/analyses/{id}:cancel", "CancelAnalysis", kNone, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(auto record, svc.CancelAnalysis(c.ctx, c.params[0]));
     WriteJson(c.res, 200, api::ToJson(record));
     return absl::OkStatus();
   });
-  add("DELETE", "/v1/analyses/{id}", kNone, [&svc](HttpCall& c) -> absl::Status {
+  add("DELETE", "/v1/analyses/{id}", "DeleteAnalysis", kNone, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(auto purge_param, Param(c.req, "purge"));
     bool purge = false;
     if (purge_param) {
@@ -255,7 +278,7 @@ void HttpServer::RegisterRoutes() {
     WriteJson(c.res, 200, {{"analysis_id", c.params[0]}, {"deleted", true}, {"purged", purge}});
     return absl::OkStatus();
   });
-  add("GET", "/v1/analyses/{id}/logs", kNone, [&svc](HttpCall& c) -> absl::Status {
+  add("GET", "/v1/analyses/{id}/logs", "GetAnalysisLogs", kNone, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(int64_t offset, IntParam(c.req, "offset", 0, 0, INT64_MAX));
     FALCON_ASSIGN_OR_RETURN(auto logs, svc.GetLogs(c.ctx, c.params[0], offset));
     c.res.set_header("X-Falcon-Next-Offset", std::to_string(logs.next_offset()));
@@ -264,7 +287,7 @@ void HttpServer::RegisterRoutes() {
     c.res.set_content(logs.content(), "text/plain; charset=utf-8");
     return absl::OkStatus();
   });
-  add("GET", "/v1/analyses/{id}/results", kNone, [&svc](HttpCall& c) -> absl::Status {
+  add("GET", "/v1/analyses/{id}/results", "ListResults", kNone, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(auto listed, svc.ListResults(c.ctx, c.params[0]));
     json list = json::array();
     for (const auto& f : listed.results) {
@@ -278,7 +301,7 @@ void HttpServer::RegisterRoutes() {
                {"results", std::move(list)}});
     return absl::OkStatus();
   });
-  add("GET", "/v1/analyses/{id}/results/{name+}", kNone, [&svc](HttpCall& c) -> absl::Status {
+  add("GET", "/v1/analyses/{id}/results/{name+}", "GetResult", kNone, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(ResultDownload d, svc.OpenResult(c.ctx, c.params[0], c.params[1]));
     c.res.status = 200;
     c.res.set_header("Content-Disposition", "attachment; filename=\"" + d.file_name + "\"");
@@ -306,16 +329,82 @@ void HttpServer::RegisterRoutes() {
   });
 
   // --- plugins
-  add("GET", "/v1/plugins", kNone, [&svc](HttpCall& c) -> absl::Status {
+  add("GET", "/v1/plugins", "ListPlugins", kNone, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(auto resp, svc.ListPlugins(c.ctx));
     json list = json::array();
     for (const auto& p : resp.plugins()) list.push_back(api::ToJson(p));
     WriteJson(c.res, 200, {{"plugins", std::move(list)}});
     return absl::OkStatus();
   });
-  add("GET", "/v1/plugins/{name}", kNone, [&svc](HttpCall& c) -> absl::Status {
+  add("GET", "/v1/plugins/{name}", "GetPlugin", kNone, [&svc](HttpCall& c) -> absl::Status {
     FALCON_ASSIGN_OR_RETURN(auto plugin, svc.GetPlugin(c.ctx, c.params[0]));
     WriteJson(c.res, 200, api::ToJson(plugin));
+    return absl::OkStatus();
+  });
+
+  // --- who am I, tokens, audit (docs/security.md)
+  add("GET", "/v1/whoami", "Whoami", kNone, [](HttpCall& c) -> absl::Status {
+    const Caller& who = c.ctx.caller;
+    WriteJson(c.res, 200,
+              {{"username", who.principal.username},
+               {"groups", who.principal.groups},
+               {"roles", who.unrestricted ? std::vector<std::string>{kRoleAdmin} : who.roles},
+               {"authenticator", who.unrestricted ? "none (access control is off)" : who.principal.authenticator}});
+    return absl::OkStatus();
+  });
+  add("POST", "/v1/tokens", "CreateToken", kJson, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(json body, api::ParseJsonObject(c.body));
+    FALCON_RETURN_IF_ERROR(AllowOnly(body, {"name", "role", "expires_in"}));
+    auto str = [&](const char* k) -> absl::StatusOr<std::string> {
+      if (!body.contains(k)) return std::string();
+      if (!body[k].is_string()) return absl::InvalidArgumentError(absl::StrCat(k, " must be a string"));
+      return body[k].get<std::string>();
+    };
+    FALCON_ASSIGN_OR_RETURN(std::string name, str("name"));
+    FALCON_ASSIGN_OR_RETURN(std::string role, str("role"));
+    FALCON_ASSIGN_OR_RETURN(std::string expires_in, str("expires_in"));
+    FALCON_ASSIGN_OR_RETURN(CreatedToken t, svc.CreateToken(c.ctx, name, role, expires_in));
+    json j = TokenJson(t.token);
+    j["token"] = t.secret;
+    WriteJson(c.res, 201, j);
+    return absl::OkStatus();
+  });
+  add("GET", "/v1/tokens", "ListTokens", kNone, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(auto tokens, svc.ListTokens(c.ctx));
+    json list = json::array();
+    for (const auto& t : tokens) list.push_back(TokenJson(t));
+    WriteJson(c.res, 200, {{"tokens", std::move(list)}});
+    return absl::OkStatus();
+  });
+  add("DELETE", "/v1/tokens/{name}", "RevokeToken", kNone, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(auto t, svc.RevokeToken(c.ctx, c.params[0]));
+    WriteJson(c.res, 200, TokenJson(t));
+    return absl::OkStatus();
+  });
+  add("GET", "/v1/audit", "ListAudit", kNone, [&svc](HttpCall& c) -> absl::Status {
+    store::AuditQuery q;
+    FALCON_ASSIGN_OR_RETURN(auto since, Param(c.req, "since"));
+    if (since) {
+      Time t;
+      if (!ParseRfc3339(*since, &t)) {
+        return absl::InvalidArgumentError("since=" + *since + " is not an RFC 3339 time (e.g. 2026-12-01T00:00:00Z)");
+      }
+      q.since = t;
+    }
+    FALCON_ASSIGN_OR_RETURN(auto user, Param(c.req, "user"));
+    q.user = user.value_or("");
+    // page_size (what the CLI sends) or limit.
+    FALCON_ASSIGN_OR_RETURN(int64_t size, IntParam(c.req, c.req.has_param("limit") ? "limit" : "page_size", 100, 1, 1000));
+    q.page_size = static_cast<int>(size);
+    FALCON_ASSIGN_OR_RETURN(auto token, Param(c.req, "page_token"));
+    q.page_token = token.value_or("");
+    FALCON_ASSIGN_OR_RETURN(auto page, svc.ListAudit(c.ctx, q));
+    json events = json::array();
+    for (const auto& e : page.events) {
+      events.push_back({{"time", FormatRfc3339(e.time)}, {"user", e.user}, {"action", e.action},
+                        {"target", e.target}, {"result", e.result}, {"code", e.code}, {"source", e.source}});
+    }
+    WriteJson(c.res, 200, {{"events", std::move(events)}, {"next_page_token", page.next_page_token}});
     return absl::OkStatus();
   });
 }

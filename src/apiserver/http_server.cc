@@ -7,11 +7,13 @@
 #include <exception>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/errors.h"
 #include "api/json_codec.h"
 #include "api/openapi.h"
 #include "apiserver/http_connection.h"
+#include "common/status.h"
 
 namespace falcon::apiserver {
 namespace {
@@ -30,6 +32,7 @@ thread_local RequestState tl_request;
 
 void WriteError(Response& res, const absl::Status& s) {
   res.status = api::HttpStatusOf(s);
+  if (res.status == 401) res.set_header("WWW-Authenticate", "Bearer realm=\"falcon\"");
   res.set_content(api::Dump(api::ErrorBody(s)), "application/json");
 }
 
@@ -183,6 +186,7 @@ void HttpServer::Dispatch(const Request& req, Response& res) {
   HttpConnectionServer::BeginRequest(req);
   BodyReader* body = BodyReader::Current();
   absl::Status s;
+  const std::string* action = nullptr;
   try {
     s = [&]() -> absl::Status {
       if (body != nullptr && !body->framing_error().ok()) return body->framing_error();
@@ -200,6 +204,21 @@ void HttpServer::Dispatch(const Request& req, Response& res) {
       }
       tl_request.route = m.route->path.c_str();
       HttpCall call{req, res, std::move(m.params)};
+      // Access control first, before any body is read: who is calling (Authorization: Bearer), and may
+      // they (the access table, by the route's action).
+      std::optional<std::string> bearer;
+      if (req.has_header("Authorization")) {
+        const std::string& a = req.get_header_value("Authorization");
+        if (a.size() < 7 || !absl::EqualsIgnoreCase(a.substr(0, 7), "Bearer ")) {
+          return absl::UnauthenticatedError("the Authorization header must be \"Bearer TOKEN\"");
+        }
+        bearer = std::string(absl::StripAsciiWhitespace(a.substr(7)));
+      }
+      auto caller = service_.Authenticate(bearer, req.remote_addr);
+      if (!caller.ok()) return caller.status();
+      call.ctx.caller = std::move(*caller);
+      action = &m.route->action;
+      FALCON_RETURN_IF_ERROR(service_.Authorize(call.ctx, *action, method + " " + req.path));
       switch (m.route->body) {
         case BodyKind::kJson:
           if (body != nullptr && body->has_body()) {
@@ -223,7 +242,11 @@ void HttpServer::Dispatch(const Request& req, Response& res) {
           call.reader = body;
           break;
       }
-      return m.route->handler(call);
+      absl::Status r = m.route->handler(call);
+      if (const AccessRule* rule = FindAccessRule(*action); rule != nullptr && rule->mutating) {
+        service_.Audit(call.ctx, *action, req.path, r.ok() ? res.status : api::HttpStatusOf(r));
+      }
+      return r;
     }();
   } catch (const std::exception& e) {
     s = absl::InternalError(std::string("unexpected error: ") + e.what());

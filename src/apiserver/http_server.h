@@ -56,6 +56,8 @@ class HttpServer {
   void Run();
   // Stops accepting connections; Run() returns after in-flight requests finish. Thread-safe, idempotent.
   void Stop();
+  // The route table (for the access table's test: every route must have a rule).
+  const HttpRouter& router() const { return router_; }
 
  private:
   void Setup();

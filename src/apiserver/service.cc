@@ -110,8 +110,9 @@ absl::Status ApiService::Ready(const RequestContext&) {
 
 // --- Exps and artifacts
 
-absl::StatusOr<api::v1::Exp> ApiService::CreateExp(const RequestContext&, api::v1::Exp exp) {
+absl::StatusOr<api::v1::Exp> ApiService::CreateExp(const RequestContext& ctx, api::v1::Exp exp) {
   FALCON_RETURN_IF_ERROR(api::ValidateNewExp(exp));
+  exp.set_created_by(ctx.caller.principal.username);
   if (exp.exp_id().empty()) exp.set_exp_id(NewUuidV7(clock_, random_));
   if (exp.status() == api::v1::EXP_STATUS_UNSPECIFIED) exp.set_status(api::v1::EXP_STATUS_PENDING);
   const Time now = clock_.Now();
@@ -123,9 +124,13 @@ absl::StatusOr<api::v1::Exp> ApiService::CreateExp(const RequestContext&, api::v
   return exp;
 }
 
-absl::StatusOr<api::v1::Exp> ApiService::UpdateExpStatus(const RequestContext&, const std::string& exp_id,
+absl::StatusOr<api::v1::Exp> ApiService::UpdateExpStatus(const RequestContext& ctx, const std::string& exp_id,
                                                          int status) {
   FALCON_RETURN_IF_ERROR(api::ValidateId(exp_id, "exp_id"));
+  if (!ctx.caller.unrestricted) {
+    FALCON_ASSIGN_OR_RETURN(auto cur, store_.GetExp(exp_id));
+    FALCON_RETURN_IF_ERROR(AuthorizeOwner(ctx.caller, cur.created_by(), "updating exp " + exp_id));
+  }
   if (status == api::v1::EXP_STATUS_UNSPECIFIED) {
     return absl::InvalidArgumentError("status is required (pending, running, completed or failed)");
   }
@@ -228,8 +233,9 @@ absl::StatusOr<UploadResult> ApiService::Upload(const RequestContext& ctx, const
 
 // --- analyses
 
-absl::StatusOr<std::string> ApiService::CreateAnalysis(const RequestContext&,
+absl::StatusOr<std::string> ApiService::CreateAnalysis(const RequestContext& ctx,
                                                        analyzer::v1::CreateAnalysisRequest req) {
+  req.set_created_by(ctx.caller.principal.username);  // never the client's word
   if (req.analysis_type() == api::v1::ANALYSIS_TYPE_UNSPECIFIED) {
     req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
   }
@@ -265,8 +271,12 @@ absl::StatusOr<api::v1::AnalysisRecord> ApiService::GetAnalysis(const RequestCon
   return store_.GetAnalysisRecord(id);
 }
 
-absl::StatusOr<api::v1::AnalysisRecord> ApiService::CancelAnalysis(const RequestContext&,
+absl::StatusOr<api::v1::AnalysisRecord> ApiService::CancelAnalysis(const RequestContext& ctx,
                                                                    const std::string& id) {
+  if (!ctx.caller.unrestricted) {
+    FALCON_ASSIGN_OR_RETURN(auto cur, store_.GetAnalysisRecord(id));
+    FALCON_RETURN_IF_ERROR(AuthorizeOwner(ctx.caller, cur.created_by(), "cancelling analysis " + id));
+  }
   FALCON_ASSIGN_OR_RETURN(ControllerClient * controller, Controller());
   analyzer::v1::CancelAnalysisRequest cancel;
   cancel.set_analysis_id(id);
@@ -276,10 +286,11 @@ absl::StatusOr<api::v1::AnalysisRecord> ApiService::CancelAnalysis(const Request
   return store_.GetAnalysisRecord(id);
 }
 
-absl::Status ApiService::DeleteAnalysis(const RequestContext&, const std::string& id, bool purge) {
+absl::Status ApiService::DeleteAnalysis(const RequestContext& ctx, const std::string& id, bool purge) {
   // The controller's delete is idempotent (a retry must succeed); the API answers for the record as it is,
   // so an id that names no analysis is NOT_FOUND, not "deleted".
-  FALCON_RETURN_IF_ERROR(store_.GetAnalysisRecord(id).status());
+  FALCON_ASSIGN_OR_RETURN(auto cur, store_.GetAnalysisRecord(id));
+  FALCON_RETURN_IF_ERROR(AuthorizeOwner(ctx.caller, cur.created_by(), "deleting analysis " + id));
   FALCON_ASSIGN_OR_RETURN(ControllerClient * controller, Controller());
   analyzer::v1::DeleteAnalysisRequest del;
   del.set_analysis_id(id);

@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "api/validation.h"
+#include "apiserver/access.h"
 #include "apiserver/controller_client.h"
 #include "common/clock.h"
 #include "falcon/analyzer/v1/analyzer.pb.h"
@@ -41,12 +42,11 @@ namespace falcon::apiserver {
 inline constexpr char kControllerLeaseName[] = "analyzer-controller";
 // The gRPC metadata key of the caller's lease epoch (decimal).
 inline constexpr char kLeaseEpochMetadataKey[] = "x-falcon-lease-epoch";
-
-// Who is calling. Empty until access control exists; it will be filled by each transport's adapter (from a
-// token, a client certificate, ...) and checked by the service.
-struct Caller {};
+// The gRPC metadata key of the caller's credential: "Bearer TOKEN".
+inline constexpr char kAuthorizationMetadataKey[] = "authorization";
 
 struct RequestContext {
+  // Who is calling (access.h): set by ApiService::Authenticate from the transport's bearer token.
   Caller caller;
   // The analyzer controller's lease epoch, when the caller sent one: mutating record calls need it and are
   // fenced by it.
@@ -95,6 +95,19 @@ struct ApiServiceOptions {
   std::vector<runner::InputRoot> artifact_roots;
   // The most cpu and memory one analysis may ask for (--max-cpu, --max-memory).
   api::ResourceMaximum max_resources;
+  // Access control (--auth=on); null: off, every caller may do everything (loopback only, or
+  // --insecure-no-auth). Must outlive the service.
+  AccessControl* access = nullptr;
+  // Audit events older than this are deleted by PurgeAudit (--audit-retention); zero: kept.
+  std::chrono::seconds audit_retention{0};
+  // Access control is off on a non-loopback address (--insecure-no-auth): /readyz says so.
+  bool insecure_no_auth = false;
+};
+
+// A new token and its secret (shown once).
+struct CreatedToken {
+  store::ApiToken token;
+  std::string secret;
 };
 
 class ApiService {
@@ -106,6 +119,30 @@ class ApiService {
 
   // The roots an artifact URI must lie under: the configured ones, then <object store>/exps/.
   const std::vector<runner::InputRoot>& artifact_roots() const { return artifact_roots_; }
+
+  // --- access control (service_access.cc)
+  // The caller behind `bearer` (nullopt: no credential sent) from `source` (peer address). With access
+  // control off, an unrestricted anonymous caller. UNAUTHENTICATED for a credential that is not valid
+  // (recorded in the audit log).
+  absl::StatusOr<Caller> Authenticate(const std::optional<std::string>& bearer, const std::string& source);
+  // OK if ctx.caller may do `action` (the access table's name); `what` names the call for the message
+  // ("GET /v1/tokens"). A denial is audited. Every HTTP route and gRPC method calls this first.
+  absl::Status Authorize(const RequestContext& ctx, std::string_view action, const std::string& what);
+  // Records one mutating call or denial (DB and a structured log line). `code` is an HTTP status.
+  void Audit(const RequestContext& ctx, std::string_view action, const std::string& target, int code);
+  bool auth_enabled() const { return options_.access != nullptr; }
+  bool insecure_no_auth() const { return options_.insecure_no_auth; }
+  // Deletes audit events older than the retention; returns how many (0 when retention is off).
+  absl::StatusOr<int64_t> PurgeAudit();
+
+  // --- tokens and audit (admin)
+  // `role` viewer|submitter|admin|controller, `expires_in` like "720h", "30m", "90s", "7d" (at most
+  // 8760h); empty: never expires. ALREADY_EXISTS for a taken name.
+  absl::StatusOr<CreatedToken> CreateToken(const RequestContext& ctx, const std::string& name,
+                                           const std::string& role, const std::string& expires_in);
+  absl::StatusOr<std::vector<store::ApiToken>> ListTokens(const RequestContext& ctx);
+  absl::StatusOr<store::ApiToken> RevokeToken(const RequestContext& ctx, const std::string& name);
+  absl::StatusOr<store::AuditPage> ListAudit(const RequestContext& ctx, const store::AuditQuery& q);
 
   // --- health
   // OK once the database answers a query; UNAVAILABLE otherwise.

@@ -2,6 +2,7 @@
 // apart from service.cc, the calls the CLI makes, to keep each file readable.
 #include <chrono>
 
+#include "api/errors.h"
 #include "api/validation.h"
 #include "apiserver/service.h"
 #include "common/ids.h"
@@ -26,6 +27,12 @@ absl::Status RequireId(const std::string& value, const char* field) {
 }  // namespace
 
 absl::Status ApiService::CheckFencing(const RequestContext& ctx) {
+  // Only the controller identity writes records (the access table says so too; this holds even if a rule
+  // were loosened by mistake).
+  if (!HasRole(ctx.caller, Need::kController)) {
+    return api::WithRequiredRole(absl::PermissionDeniedError("writing analysis records needs role controller"),
+                                 kRoleController);
+  }
   if (!ctx.lease_epoch) {
     return absl::InvalidArgumentError(absl::StrCat(
         "metadata ", kLeaseEpochMetadataKey, " is required on a mutating record call: the leader's epoch of lease ",
@@ -37,7 +44,12 @@ absl::Status ApiService::CheckFencing(const RequestContext& ctx) {
 }
 
 absl::StatusOr<api::v1::AcquireLeaderEpochResponse> ApiService::AcquireLeaderEpoch(
-    const RequestContext&, const api::v1::AcquireLeaderEpochRequest& req) {
+    const RequestContext& ctx, const api::v1::AcquireLeaderEpochRequest& req) {
+  // Whoever gets an epoch supersedes the leader: the controller identity only.
+  if (!HasRole(ctx.caller, Need::kController)) {
+    return api::WithRequiredRole(absl::PermissionDeniedError("AcquireLeaderEpoch needs role controller"),
+                                 kRoleController);
+  }
   if (req.lease_name().empty()) {
     return absl::InvalidArgumentError(absl::StrCat("lease_name is required (this server fences lease \"",
                                                    kControllerLeaseName, "\")"));
@@ -50,7 +62,8 @@ absl::StatusOr<api::v1::AcquireLeaderEpochResponse> ApiService::AcquireLeaderEpo
   if (req.holder_identity().empty()) return absl::InvalidArgumentError("holder_identity is required");
   FALCON_ASSIGN_OR_RETURN(store::LeaderEpoch e,
                           store_.AcquireLeaderEpoch(req.lease_name(), req.holder_identity(), clock_.Now()));
-  spdlog::info("fencing: issued leader epoch {} of lease {} to {}", e.epoch, e.lease, e.holder);
+  spdlog::info("fencing: issued leader epoch {} of lease {} to {} (caller {})", e.epoch, e.lease, e.holder,
+               ctx.caller.principal.username);
   api::v1::AcquireLeaderEpochResponse resp;
   resp.set_epoch(e.epoch);
   return resp;

@@ -146,6 +146,27 @@ std::string DefaultCacheDir(const EnvLookup& env) {
   return "";
 }
 
+std::string DefaultLocalAdminTokenPath(const EnvLookup& env) {
+  const char* state = env("XDG_STATE_HOME");
+  if (state && *state) return std::string(state) + "/falcon/admin.token";
+  const char* home = env("HOME");
+  if (home && *home) return std::string(home) + "/.local/state/falcon/admin.token";
+  return "";
+}
+
+bool IsLoopbackServer(const std::string& url) {
+  auto scheme = url.find("://");
+  std::string rest = scheme == std::string::npos ? url : url.substr(scheme + 3);
+  rest = rest.substr(0, rest.find('/'));
+  std::string host;
+  if (!rest.empty() && rest[0] == '[') {
+    host = rest.substr(1, rest.find(']') == std::string::npos ? std::string::npos : rest.find(']') - 1);
+  } else {
+    host = rest.substr(0, rest.find(':'));
+  }
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
 std::string ExpandHome(const std::string& path, const EnvLookup& env) {
   if (path.rfind("~/", 0) == 0) {
     const char* home = env("HOME");
@@ -413,6 +434,15 @@ absl::StatusOr<Connection> ResolveConnection(const ConnectionFlags& flags, const
       c.kind = CredentialKind::kLogin, c.login = *ctx->login;
     } else {
       c.credential_source.clear();
+    }
+  }
+  // Nothing given, a server on this machine: the local admin token its first start wrote, if readable.
+  if (c.kind == CredentialKind::kNone && IsLoopbackServer(c.server)) {
+    std::string local = DefaultLocalAdminTokenPath(env);
+    std::error_code ec;
+    if (!local.empty() && std::filesystem::is_regular_file(local, ec) && ::access(local.c_str(), R_OK) == 0) {
+      c.kind = CredentialKind::kTokenFile, c.token_file = local;
+      c.credential_source = "the local admin token " + local;
     }
   }
   return c;

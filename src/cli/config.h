@@ -37,6 +37,12 @@ using EnvLookup = std::function<const char*(const char*)>;
 std::string DefaultConfigPath(const EnvLookup& env);
 // The cache directory for tokens ($XDG_CACHE_HOME/falcon, else $HOME/.cache/falcon); empty when neither
 // is set.
+// Where falcon-apiserver's first start with auth on (SQLite --db) writes the local admin token, and
+// where `falcon` looks for it when no credential is given and the server is on this machine:
+// $XDG_STATE_HOME/falcon/admin.token, default $HOME/.local/state/falcon/admin.token.
+std::string DefaultLocalAdminTokenPath(const EnvLookup& env);
+// True for http(s)://localhost|127.x.y.z|[::1][:port][/...].
+bool IsLoopbackServer(const std::string& url);
 std::string DefaultCacheDir(const EnvLookup& env);
 
 // A credential plugin: a program that prints a token (bare, or a Kubernetes ExecCredential JSON).

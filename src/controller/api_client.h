@@ -65,6 +65,9 @@ struct GrpcApiClientOptions {
   std::chrono::milliseconds retry_base{std::chrono::milliseconds(100)};
   std::chrono::milliseconds retry_max{std::chrono::seconds(2)};
   int max_attempts = 6;
+  // Sent on every call as metadata "authorization: Bearer TOKEN" when not empty: the controller identity
+  // (--api-token-file) that the API server requires for record writes and AcquireLeaderEpoch.
+  std::string bearer_token;
 };
 
 // A client of the API server at `target` ("host:port"). `clock` and `random` must outlive it.

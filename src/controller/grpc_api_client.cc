@@ -121,6 +121,7 @@ class GrpcApiClient : public ApiClient {
 
   absl::Status Ping() override {
     grpc::ClientContext ctx;
+    Authorize(ctx);
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
     apiv1::GetAnalysisRecordRequest req;
     req.set_analysis_id("readiness-probe");
@@ -135,6 +136,9 @@ class GrpcApiClient : public ApiClient {
   }
 
  private:
+  void Authorize(grpc::ClientContext& ctx) const {
+    if (!options_.bearer_token.empty()) ctx.AddMetadata("authorization", "Bearer " + options_.bearer_token);
+  }
   // Runs `fn` with a fresh context per attempt; retries UNAVAILABLE (any call: the server did not act on
   // it, or the write is idempotent at the store level) and DEADLINE_EXCEEDED on reads.
   template <typename Fn>
@@ -142,6 +146,7 @@ class GrpcApiClient : public ApiClient {
     absl::Status last;
     for (int attempt = 1; attempt <= options_.max_attempts; ++attempt) {
       grpc::ClientContext ctx;
+      Authorize(ctx);
       ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
       int64_t epoch = epoch_.load();
       if (mutating && epoch > 0) ctx.AddMetadata(kLeaseEpochMetadataKey, std::to_string(epoch));

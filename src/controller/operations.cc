@@ -102,6 +102,7 @@ absl::StatusOr<std::string> Operations::CreateAnalysis(const analyzerv1::CreateA
   rec.set_command(req.command());
   rec.set_script_content(req.script_content());
   if (!req.script_content().empty() || !sn.empty()) rec.set_script_name(sn.empty() ? "script" : sn);
+  rec.set_created_by(req.created_by());
   // A proposed id that is not a UUID is refused by the API server below; it never names an object.
   const bool stored = store_override && IsCanonicalUuid(proposed);
   if (stored) {

@@ -128,6 +128,63 @@ const std::vector<Migration>& Migrations() {
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin)",
            "DROP TABLE IF EXISTS fencing",
        }},
+      {3,
+       "access control: hashed API tokens, the audit log, created_by of Exps and analysis records",
+       {
+           // SQLite has no ADD COLUMN IF NOT EXISTS, but its DDL is transactional: the migration runs whole
+           // or not at all.
+           "ALTER TABLE exps ADD COLUMN created_by TEXT NOT NULL DEFAULT ''",
+           "ALTER TABLE analysis_records ADD COLUMN created_by TEXT NOT NULL DEFAULT ''",
+           "CREATE INDEX IF NOT EXISTS analysis_records_creator_created ON "
+           "analysis_records(created_by, created_at, analysis_id)",
+           R"(CREATE TABLE IF NOT EXISTS api_tokens (
+  name TEXT NOT NULL PRIMARY KEY,
+  role TEXT NOT NULL,
+  token_hash TEXT NOT NULL UNIQUE,
+  created_by TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NULL,
+  revoked_at INTEGER NULL,
+  last_used_at INTEGER NULL))",
+           R"(CREATE TABLE IF NOT EXISTS audit_events (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  time INTEGER NOT NULL,
+  username TEXT NOT NULL,
+  action TEXT NOT NULL,
+  target TEXT NOT NULL,
+  result TEXT NOT NULL,
+  code INTEGER NOT NULL,
+  source TEXT NOT NULL))",
+           "CREATE INDEX IF NOT EXISTS audit_events_time ON audit_events(time, id)",
+       },
+       {
+           "ALTER TABLE exps ADD COLUMN IF NOT EXISTS created_by VARCHAR(255) NOT NULL DEFAULT ''",
+           "ALTER TABLE analysis_records ADD COLUMN IF NOT EXISTS created_by VARCHAR(255) NOT NULL DEFAULT ''",
+           "CREATE INDEX IF NOT EXISTS analysis_records_creator_created ON "
+           "analysis_records(created_by, created_at, analysis_id)",
+           R"(CREATE TABLE IF NOT EXISTS api_tokens (
+  name VARCHAR(128) NOT NULL PRIMARY KEY,
+  role VARCHAR(32) NOT NULL,
+  token_hash CHAR(64) NOT NULL,
+  created_by VARCHAR(255) NOT NULL,
+  created_at BIGINT NOT NULL,
+  expires_at BIGINT NULL,
+  revoked_at BIGINT NULL,
+  last_used_at BIGINT NULL,
+  UNIQUE INDEX api_tokens_hash (token_hash)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin)",
+           R"(CREATE TABLE IF NOT EXISTS audit_events (
+  id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  time BIGINT NOT NULL,
+  username VARCHAR(255) NOT NULL,
+  action VARCHAR(64) NOT NULL,
+  target TEXT NOT NULL,
+  result VARCHAR(16) NOT NULL,
+  code INT NOT NULL,
+  source VARCHAR(128) NOT NULL,
+  INDEX audit_events_time (time, id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin)",
+       }},
   };
   return *kMigrations;
 }

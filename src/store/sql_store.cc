@@ -93,7 +93,7 @@ SqlValue NullIfEmpty(const std::string& s) {
 
 // --- row mapping (column lists and parsers kept side by side) ---
 
-constexpr char kExpCols[] = "exp_id, name, status, created_at, updated_at, completed_at";
+constexpr char kExpCols[] = "exp_id, name, status, created_at, updated_at, completed_at, created_by";
 Exp ParseExp(const SqlRow& r, size_t o = 0) {
   Exp e;
   e.set_exp_id(Str(r[o + 0]));
@@ -102,6 +102,7 @@ Exp ParseExp(const SqlRow& r, size_t o = 0) {
   *e.mutable_created_at() = FromMicros(Int(r[o + 3]));
   *e.mutable_updated_at() = FromMicros(Int(r[o + 4]));
   if (!IsNull(r[o + 5])) *e.mutable_completed_at() = FromMicros(Int(r[o + 5]));
+  if (r.size() > o + 6) e.set_created_by(Str(r[o + 6]));  // the awaiting join selects the first six only
   return e;
 }
 
@@ -118,7 +119,7 @@ Artifact ParseArtifact(const SqlRow& r, size_t o = 0) {
 
 constexpr char kRecordCols[] =
     "analysis_id, name, exp_id, artifact_id, analysis_type, plugin_name, status, result_gcs_path, "
-    "error_message, command, script_content, script_name, created_at, updated_at";
+    "error_message, command, script_content, script_name, created_at, updated_at, created_by";
 AnalysisRecord ParseRecord(const SqlRow& r) {
   AnalysisRecord a;
   a.set_analysis_id(Str(r[0]));
@@ -135,6 +136,7 @@ AnalysisRecord ParseRecord(const SqlRow& r) {
   a.set_script_name(Str(r[11]));
   *a.mutable_created_at() = FromMicros(Int(r[12]));
   *a.mutable_updated_at() = FromMicros(Int(r[13]));
+  a.set_created_by(Str(r[14]));
   return a;
 }
 
@@ -257,10 +259,10 @@ class SqlStore : public Store {
     if (exp.has_completed_at()) completed = ToMicros(exp.completed_at());
     return RunTx([&](SqlConn& c) -> absl::Status {
       absl::Status s = c.Exec(
-          "INSERT INTO exps (exp_id, name, status, created_at, updated_at, completed_at) "
-          "VALUES (?, ?, ?, ?, ?, ?)",
+          "INSERT INTO exps (exp_id, name, status, created_at, updated_at, completed_at, created_by) "
+          "VALUES (?, ?, ?, ?, ?, ?, ?)",
           {exp.exp_id(), exp.name(), std::string(ExpStatusName(status)),
-           ToMicros(exp.created_at()), ToMicros(exp.updated_at()), completed});
+           ToMicros(exp.created_at()), ToMicros(exp.updated_at()), completed, exp.created_by()});
       if (absl::IsAlreadyExists(s)) {
         return absl::AlreadyExistsError(absl::StrCat("exp ", exp.exp_id(), " already exists"));
       }
@@ -454,13 +456,13 @@ class SqlStore : public Store {
       absl::Status s = c.Exec(
           "INSERT INTO analysis_records (analysis_id, name, exp_id, artifact_id, "
           "offline_artifact_id, analysis_type, plugin_name, status, result_gcs_path, "
-          "error_message, command, script_content, script_name, created_at, updated_at) "
-          "SELECT ?, ?, e.exp_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM exps e WHERE e.exp_id = ?",
+          "error_message, command, script_content, script_name, created_at, updated_at, created_by) "
+          "SELECT ?, ?, e.exp_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM exps e WHERE e.exp_id = ?",
           {r.analysis_id(), r.name(), NullIfEmpty(r.artifact_id()), offline_artifact,
            std::string(AnalysisTypeName(r.analysis_type())), r.plugin_name(),
            std::string(AnalysisStatusName(r.status())), r.result_gcs_path(), r.error_message(),
            r.command(), script, r.script_name(), ToMicros(r.created_at()),
-           ToMicros(r.updated_at()), r.exp_id()},
+           ToMicros(r.updated_at()), r.created_by(), r.exp_id()},
           &n);
       if (absl::IsAlreadyExists(s)) {
         if (absl::StrContains(s.message(), "offline")) {
@@ -493,6 +495,10 @@ class SqlStore : public Store {
     if (!q.exp_id.empty()) {
       absl::StrAppend(&sql, " AND exp_id = ?");
       args.push_back(q.exp_id);
+    }
+    if (!q.created_by.empty()) {
+      absl::StrAppend(&sql, " AND created_by = ?");
+      args.push_back(q.created_by);
     }
     if (!q.statuses.empty()) {
       std::set<std::string> names;
@@ -679,6 +685,33 @@ class SqlStore : public Store {
 
   absl::Status CheckFencingEpoch(const std::string& lease, int64_t epoch) override {
     return FencingVerdict(lease, epoch, GetLeaderEpoch(lease));
+  }
+
+  // --- API tokens and audit (store_auth.cc) ---
+
+  absl::Status CreateApiToken(const ApiToken& t) override {
+    return RunStatus([&](SqlConn& c) { return auth_sql::CreateApiToken(c, t); });
+  }
+  absl::StatusOr<ApiToken> FindApiTokenByHash(const std::string& hash) override {
+    return Run<ApiToken>([&](SqlConn& c) { return auth_sql::FindApiTokenByHash(c, hash); });
+  }
+  absl::StatusOr<std::vector<ApiToken>> ListApiTokens() override {
+    return Run<std::vector<ApiToken>>([&](SqlConn& c) { return auth_sql::ListApiTokens(c); });
+  }
+  absl::StatusOr<ApiToken> RevokeApiToken(const std::string& name, Time now) override {
+    return RunTx<ApiToken>([&](SqlConn& c) { return auth_sql::RevokeApiToken(c, name, now); });
+  }
+  absl::Status TouchApiToken(const std::string& name, Time now) override {
+    return RunStatus([&](SqlConn& c) { return auth_sql::TouchApiToken(c, name, now); });
+  }
+  absl::Status AppendAuditEvent(const AuditEvent& e) override {
+    return RunStatus([&](SqlConn& c) { return auth_sql::AppendAuditEvent(c, e); });
+  }
+  absl::StatusOr<AuditPage> ListAuditEvents(const AuditQuery& q) override {
+    return Run<AuditPage>([&](SqlConn& c) { return auth_sql::ListAuditEvents(c, q); });
+  }
+  absl::StatusOr<int64_t> DeleteAuditEventsBefore(Time before) override {
+    return Run<int64_t>([&](SqlConn& c) { return auth_sql::DeleteAuditEventsBefore(c, before); });
   }
 
   absl::StatusOr<std::string> ExplainAwaitingQuery() override {

@@ -6,7 +6,9 @@
 // precision in UTC.
 #pragma once
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,7 @@ struct ListAnalysesQuery {
   std::vector<AnalysisStatus> statuses;   // empty: any
   int page_size = 50;                     // 1..1000; 0: 50; above 1000: 1000; negative: INVALID_ARGUMENT
   std::string page_token;                 // opaque, from a previous page; empty: first page
+  std::string created_by;                 // empty: anyone's; else only records this principal created
 };
 
 struct AnalysisPage {
@@ -63,6 +66,42 @@ struct LeaderEpoch {
 };
 
 inline constexpr size_t kMaxLeaderHolderBytes = 255;
+
+// A static API token (docs/security.md "Tokens"). Only the SHA-256 of the secret is stored.
+struct ApiToken {
+  std::string name;        // unique, 1..128 bytes
+  std::string role;        // viewer, submitter, admin, controller
+  std::string token_hash;  // lowercase hex SHA-256 of the secret
+  std::string created_by;
+  Time created_at;
+  std::optional<Time> expires_at;  // none: never expires
+  std::optional<Time> revoked_at;
+  std::optional<Time> last_used_at;
+};
+
+// One audit event: a mutating call or a denial.
+struct AuditEvent {
+  int64_t id = 0;  // set by the store, increasing
+  Time time;
+  std::string user;    // principal name; "anonymous" when none
+  std::string action;  // the access table's action (CreateAnalysis, AcquireLeaderEpoch, ...)
+  std::string target;  // "analysis/ID", "exp/ID", "token/NAME", or the path
+  std::string result;  // ok, denied, error
+  int code = 0;        // HTTP status (gRPC calls: the HTTP status of their code)
+  std::string source;  // the peer address
+};
+
+struct AuditQuery {
+  std::optional<Time> since;  // only events at or after
+  std::string user;           // empty: anyone
+  int page_size = 100;        // 1..1000; 0: 100
+  std::string page_token;
+};
+
+struct AuditPage {
+  std::vector<AuditEvent> events;  // oldest first
+  std::string next_page_token;
+};
 
 // A fenced write: it happens only if `epoch` is the latest issued for `lease`, checked inside the write's
 // own transaction (so no acquisition can come between the check and the write); otherwise the write
@@ -131,6 +170,24 @@ class Store {
   //  - an epoch never issued (above the latest, not positive, or none issued for the lease at all):
   //    PERMISSION_DENIED "... epoch M was never issued ...".
   virtual absl::Status CheckFencingEpoch(const std::string& lease, int64_t epoch) = 0;
+
+  // --- API tokens and audit (store_auth.cc) ---
+  // ALREADY_EXISTS when the name is taken (revoked tokens keep their name); INVALID_ARGUMENT for an empty
+  // or oversize name or a hash that is not 64 hex digits.
+  virtual absl::Status CreateApiToken(const ApiToken& token) = 0;
+  // The token with this hash (revoked and expired ones too: the caller decides). NOT_FOUND otherwise.
+  virtual absl::StatusOr<ApiToken> FindApiTokenByHash(const std::string& token_hash) = 0;
+  // Every token, oldest first.
+  virtual absl::StatusOr<std::vector<ApiToken>> ListApiTokens() = 0;
+  // Sets revoked_at (kept if already revoked). NOT_FOUND for an unknown name. Returns the token after.
+  virtual absl::StatusOr<ApiToken> RevokeApiToken(const std::string& name, Time now) = 0;
+  // Sets last_used_at. NOT_FOUND for an unknown name.
+  virtual absl::Status TouchApiToken(const std::string& name, Time now) = 0;
+  // Appends one event (its id is assigned).
+  virtual absl::Status AppendAuditEvent(const AuditEvent& event) = 0;
+  virtual absl::StatusOr<AuditPage> ListAuditEvents(const AuditQuery& q) = 0;
+  // Deletes events older than `before`; returns how many.
+  virtual absl::StatusOr<int64_t> DeleteAuditEventsBefore(Time before) = 0;
 
   // Human-readable query plan of the ListExpsAwaitingAnalysis query (EXPLAIN), for docs and tests.
   virtual absl::StatusOr<std::string> ExplainAwaitingQuery() = 0;

@@ -910,5 +910,111 @@ STORE_TEST(ConnectsThroughAUnixSocket) {
 }
 #endif
 
+
+// ------------------------------------------------------------------ migration 3: tokens, audit, created_by
+
+STORE_TEST(ApiTokensAreStoredByHashAndRevoked) {
+  ApiToken t;
+  t.name = "ci-bot";
+  t.role = "submitter";
+  t.token_hash = std::string(64, 'a');
+  t.created_by = "root@example.com";
+  t.created_at = TimeOf(1);
+  t.expires_at = TimeOf(100);
+  ASSERT_TRUE(store_->CreateApiToken(t).ok());
+  EXPECT_EQ(store_->CreateApiToken(t).code(), absl::StatusCode::kAlreadyExists);
+  ApiToken bad = t;
+  bad.name = "other";
+  bad.token_hash = "plain-secret";
+  EXPECT_EQ(store_->CreateApiToken(bad).code(), absl::StatusCode::kInvalidArgument);
+
+  auto got = store_->FindApiTokenByHash(std::string(64, 'a'));
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->name, "ci-bot");
+  EXPECT_EQ(got->role, "submitter");
+  EXPECT_EQ(got->created_by, "root@example.com");
+  EXPECT_EQ(got->expires_at, TimeOf(100));
+  EXPECT_FALSE(got->revoked_at.has_value());
+  EXPECT_FALSE(got->last_used_at.has_value());
+  EXPECT_EQ(store_->FindApiTokenByHash(std::string(64, 'b')).status().code(), absl::StatusCode::kNotFound);
+
+  ASSERT_TRUE(store_->TouchApiToken("ci-bot", TimeOf(5)).ok());
+  EXPECT_EQ(store_->TouchApiToken("nope", TimeOf(5)).code(), absl::StatusCode::kNotFound);
+  auto revoked = store_->RevokeApiToken("ci-bot", TimeOf(7));
+  ASSERT_TRUE(revoked.ok()) << revoked.status();
+  EXPECT_EQ(revoked->revoked_at, TimeOf(7));
+  EXPECT_EQ(revoked->last_used_at, TimeOf(5));
+  // A second revoke keeps the first time.
+  EXPECT_EQ(store_->RevokeApiToken("ci-bot", TimeOf(9))->revoked_at, TimeOf(7));
+  EXPECT_EQ(store_->RevokeApiToken("nope", TimeOf(9)).status().code(), absl::StatusCode::kNotFound);
+  auto all = store_->ListApiTokens();
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].name, "ci-bot");
+}
+
+STORE_TEST(AuditEventsPageFilterAndExpire) {
+  for (int i = 0; i < 5; ++i) {
+    AuditEvent e;
+    e.time = TimeOf(i * 10);
+    e.user = i % 2 == 0 ? "alice" : "bob";
+    e.action = "CreateAnalysis";
+    e.target = "analysis/a" + std::to_string(i);
+    e.result = i == 3 ? "denied" : "ok";
+    e.code = i == 3 ? 403 : 201;
+    e.source = "127.0.0.1";
+    ASSERT_TRUE(store_->AppendAuditEvent(e).ok());
+  }
+  AuditQuery q;
+  q.page_size = 2;
+  auto p1 = store_->ListAuditEvents(q);
+  ASSERT_TRUE(p1.ok()) << p1.status();
+  ASSERT_EQ(p1->events.size(), 2u);
+  EXPECT_EQ(p1->events[0].target, "analysis/a0");
+  EXPECT_EQ(p1->events[0].time, TimeOf(0));
+  ASSERT_FALSE(p1->next_page_token.empty());
+  q.page_token = p1->next_page_token;
+  auto p2 = store_->ListAuditEvents(q);
+  ASSERT_EQ(p2->events.size(), 2u);
+  EXPECT_EQ(p2->events[1].target, "analysis/a3");
+  EXPECT_EQ(p2->events[1].code, 403);
+  EXPECT_EQ(p2->events[1].result, "denied");
+  AuditQuery f;
+  f.user = "alice";
+  f.since = TimeOf(15);
+  auto alice = store_->ListAuditEvents(f);
+  ASSERT_EQ(alice->events.size(), 2u);
+  EXPECT_EQ(alice->events[0].target, "analysis/a2");
+  EXPECT_TRUE(alice->next_page_token.empty());
+  f.page_token = "garbage";
+  EXPECT_EQ(store_->ListAuditEvents(f).status().code(), absl::StatusCode::kInvalidArgument);
+
+  auto deleted = store_->DeleteAuditEventsBefore(TimeOf(25));
+  ASSERT_TRUE(deleted.ok()) << deleted.status();
+  EXPECT_EQ(*deleted, 3);
+  EXPECT_EQ(store_->ListAuditEvents({})->events.size(), 2u);
+}
+
+STORE_TEST(CreatedByIsStoredAndFiltersAnalyses) {
+  Exp e = MakeExp("e1", EXP_STATUS_RUNNING, 1);
+  e.set_created_by("alice");
+  ASSERT_TRUE(store_->CreateExp(e).ok());
+  EXPECT_EQ(store_->GetExp("e1")->created_by(), "alice");
+  AnalysisRecord a = MakeRecord("a1", "e1", ANALYSIS_TYPE_ONLINE, "", 2);
+  a.set_created_by("alice");
+  ASSERT_TRUE(store_->CreateAnalysisRecord(a).ok());
+  AnalysisRecord b = MakeRecord("a2", "e1", ANALYSIS_TYPE_ONLINE, "", 3);
+  b.set_created_by("bob");
+  ASSERT_TRUE(store_->CreateAnalysisRecord(b).ok());
+  EXPECT_EQ(store_->GetAnalysisRecord("a1")->created_by(), "alice");
+  ListAnalysesQuery q;
+  q.created_by = "bob";
+  auto page = store_->ListAnalysisRecords(q);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->records.size(), 1u);
+  EXPECT_EQ(page->records[0].analysis_id(), "a2");
+  EXPECT_EQ(store_->ListAnalysisRecords({})->records.size(), 2u);
+}
+
 }  // namespace
 }  // namespace falcon::store
