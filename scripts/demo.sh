@@ -54,18 +54,27 @@ wait_ready() {  # URL NAME LOG
   exit 1
 }
 
-say "starting falcon-apiserver (SQLite at $D/falcon.db) and analyzer-controller (local Pods in $D/state)"
+# Access control is on (--auth=on): the first start writes a local admin token for the CLI
+# (${XDG_STATE_HOME:-~/.local/state}/falcon/admin.token, used automatically for a server on this machine)
+# and the controller's token next to the database (docs/security.md "Local defaults").
+say "starting falcon-apiserver (SQLite at $D/falcon.db, access control on)"
 "$BIN/falcon-apiserver" --db="sqlite://$D/falcon.db" --http-listen="127.0.0.1:$HTTP" \
   --grpc-listen="127.0.0.1:$GRPC" --controller-addr="127.0.0.1:$CTRL" --object-store="$STORE" "${BUCKET_FLAG[@]}" \
-  >"$D/apiserver.log" 2>&1 &
-PIDS+=($!)
-"$BIN/analyzer-controller" --api-server="127.0.0.1:$GRPC" --grpc-listen="127.0.0.1:$CTRL" \
-  --http-listen="127.0.0.1:$CTRL_HTTP" --runtime=local --state-dir="$D/state" --object-store="$STORE" \
-  "${BUCKET_FLAG[@]}" --poll-interval=2 >"$D/controller.log" 2>&1 &
+  --auth=on >"$D/apiserver.log" 2>&1 &
 PIDS+=($!)
 wait_ready "http://127.0.0.1:$HTTP/readyz" falcon-apiserver "$D/apiserver.log"
+say "starting analyzer-controller (local Pods in $D/state, authenticated with $D/controller.token)"
+"$BIN/analyzer-controller" --api-server="127.0.0.1:$GRPC" --grpc-listen="127.0.0.1:$CTRL" \
+  --http-listen="127.0.0.1:$CTRL_HTTP" --runtime=local --state-dir="$D/state" --object-store="$STORE" \
+  "${BUCKET_FLAG[@]}" --poll-interval=2 --api-token-file="$D/controller.token" >"$D/controller.log" 2>&1 &
+PIDS+=($!)
 wait_ready "http://127.0.0.1:$CTRL_HTTP/readyz" analyzer-controller "$D/controller.log"
 export FALCON_SERVER=http://127.0.0.1:$HTTP
+
+say "who the CLI is (the local admin token, found by itself)"
+run falcon whoami
+printf '$ curl %s/v1/analyses   # no credential\n' "$FALCON_SERVER"
+curl -sS "$FALCON_SERVER/v1/analyses"; echo
 
 say "the plugin catalog"
 run falcon plugin list
@@ -146,6 +155,7 @@ cat <<TXT
   API server:        $FALCON_SERVER   (log: $D/apiserver.log)
   controller:        http://127.0.0.1:$CTRL_HTTP/metrics   (log: $D/controller.log)
   database:          $D/falcon.db
+  credentials:       ${XDG_STATE_HOME:-$HOME/.local/state}/falcon/admin.token (admin, the CLI's), $D/controller.token
   object store:      $STORE   (results and output.log under analysis/demo-exp/<analysis-id>/)
   local Pods:        $D/state   (falcon-localpod --state-dir=$D/state list)
   downloaded:        $D/results/$ONLINE

@@ -465,5 +465,40 @@ TEST(BootstrapTest, WritesTokenFilesOnceWithMode0600) {
   fs::remove_all(dir, ec);
 }
 
+TEST(BootstrapTest, ANewDatabaseAdoptsTheExistingAdminTokenAndALooseFileIsRefused) {
+  char tmpl[] = "/tmp/falcon-bootstrap-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  fs::path dir = tmpl;
+  FakeClock clock;
+  BootstrapPaths paths;
+  paths.admin_token_file = (dir / "state/admin.token").string();
+  auto first = store::OpenStore("sqlite://" + (dir / "a.db").string());
+  ASSERT_TRUE(first.ok());
+  ASSERT_TRUE(BootstrapTokens(**first, clock, paths).ok());
+  std::string secret;
+  std::getline(std::ifstream(paths.admin_token_file), secret);
+  // A second database (a new demo dir) registers the same secret instead of leaving a stale file.
+  auto second = store::OpenStore("sqlite://" + (dir / "b.db").string());
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE(BootstrapTokens(**second, clock, paths).ok());
+  auto t = (*second)->FindApiTokenByHash(auth::HashToken(secret));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->role, "admin");
+  EXPECT_EQ(t->name, "local-admin");
+  std::string again;
+  std::getline(std::ifstream(paths.admin_token_file), again);
+  EXPECT_EQ(again, secret) << "the file is never rewritten";
+  // Readable by others: refused, saying how to fix it; nothing registered.
+  fs::permissions(paths.admin_token_file, fs::perms::group_read, fs::perm_options::add);
+  auto third = store::OpenStore("sqlite://" + (dir / "c.db").string());
+  ASSERT_TRUE(third.ok());
+  absl::Status s = BootstrapTokens(**third, clock, paths);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("chmod 600"), std::string::npos) << s;
+  EXPECT_TRUE((*third)->ListApiTokens()->empty());
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+}
+
 }  // namespace
 }  // namespace falcon::apiserver

@@ -1,6 +1,7 @@
 #include "apiserver/bootstrap.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -75,11 +76,55 @@ absl::Status WriteSecret(const std::string& file, const std::string& secret) {
   return absl::OkStatus();
 }
 
+// The secret of a token file that exists: only if it belongs to this process' user and nobody else may
+// read or write it (the rule ssh applies to keys), and it is one line of printable characters.
+absl::StatusOr<std::string> ReadOwnSecret(const std::string& file) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return absl::FailedPreconditionError("cannot open " + file + ": " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::FailedPreconditionError(file + " is not a regular file");
+  }
+  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+    ::close(fd);
+    return absl::FailedPreconditionError(file + " must be owned by this user and mode 0600 (chmod 600 " + file +
+                                         "), or removed so a new token is written");
+  }
+  char buf[512];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n <= 0 || n == static_cast<ssize_t>(sizeof buf)) {
+    return absl::FailedPreconditionError(file + " does not hold one token (remove it so a new one is written)");
+  }
+  std::string secret(buf, static_cast<size_t>(n));
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  for (char c : secret) {
+    if (c <= ' ' || c > '~') {
+      return absl::FailedPreconditionError(file + " does not hold one token (remove it so a new one is written)");
+    }
+  }
+  if (secret.size() < 16) return absl::FailedPreconditionError(file + " holds a token shorter than 16 characters");
+  return secret;
+}
+
 absl::Status Bootstrap(store::Store& store, Clock& clock, const std::string& file, const std::string& base_name,
                        const std::string& role) {
-  if (file.empty() || std::filesystem::exists(file)) return absl::OkStatus();
-  auto secret = auth::NewTokenSecret();
-  if (!secret.ok()) return secret.status();
+  if (file.empty()) return absl::OkStatus();
+  // A file that exists is kept. If this database does not know its token (a new database, e.g. a second
+  // demo), the token is registered here, so the credential the CLI finds keeps working.
+  const bool adopt = std::filesystem::exists(file);
+  absl::StatusOr<std::string> secret;
+  if (adopt) {
+    secret = ReadOwnSecret(file);
+    if (!secret.ok()) return secret.status();
+    auto known = store.FindApiTokenByHash(auth::HashToken(*secret));
+    if (known.ok()) return absl::OkStatus();  // revoked or expired stays so: the file is then just stale
+    if (!absl::IsNotFound(known.status())) return known.status();
+  } else {
+    secret = auth::NewTokenSecret();
+    if (!secret.ok()) return secret.status();
+  }
   store::ApiToken t;
   t.role = role;
   t.token_hash = auth::HashToken(*secret);
@@ -90,6 +135,11 @@ absl::Status Bootstrap(store::Store& store, Clock& clock, const std::string& fil
     absl::Status s = store.CreateApiToken(t);
     if (s.ok()) break;
     if (!absl::IsAlreadyExists(s) || i >= 1000) return s;
+  }
+  if (adopt) {
+    spdlog::warn("access control: registered the token in {} as {} (role {}): this database did not know it",
+                 file, t.name, role);
+    return absl::OkStatus();
   }
   if (auto s = WriteSecret(file, *secret); !s.ok()) {
     store.RevokeApiToken(t.name, clock.Now()).IgnoreError();

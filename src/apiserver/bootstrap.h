@@ -36,8 +36,10 @@ inline constexpr char kControllerTokenName[] = "controller";
 
 // For each path whose file does not exist yet: a new token (admin role "local-admin", controller role
 // "controller"; a taken name gets a numbered suffix), its secret written to the file with mode 0600
-// (parent folders made 0700). A file that exists is left alone. INTERNAL/UNAVAILABLE saying which file
-// or store call failed.
+// (parent folders made 0700). A file that exists is never rewritten; if this database does not know its
+// token (a new database), the token is registered under the same name — so the credential the CLI finds
+// keeps working. Such a file must belong to this user with mode 0600 (FAILED_PRECONDITION otherwise,
+// saying how to fix it). INTERNAL/UNAVAILABLE saying which file or store call failed.
 absl::Status BootstrapTokens(store::Store& store, Clock& clock, const BootstrapPaths& paths);
 
 }  // namespace falcon::apiserver
