@@ -17,7 +17,9 @@
 #include <thread>
 
 #include "absl/strings/str_join.h"
+#include "auth/token_secret.h"
 #include "common/clock.h"
+#include "common/listen_address.h"
 #include "common/quantity.h"
 #include "common/logging.h"
 #include "controller/api_client.h"
@@ -46,6 +48,7 @@ using falcon::controller::ControllerConfig;
 struct Flags {
   std::string api_server;
   std::string api_token_file;
+  bool insecure_no_auth = false;
   std::string grpc_listen = "127.0.0.1:9091";
   std::string http_listen = "127.0.0.1:9092";
   std::string runtime = "local";
@@ -229,7 +232,12 @@ int main(int argc, char** argv) {
                  "the controller's API token (sent on every gRPC call; falcon-apiserver writes one at first start "
                  "with auth on: <db dir>/controller.token)")
       ->envname("FALCON_API_TOKEN_FILE");
-  app.add_option("--grpc-listen", f.grpc_listen, "AnalyzerControllerService address HOST:PORT")->capture_default_str();
+  app.add_option("--grpc-listen", f.grpc_listen,
+                 "AnalyzerControllerService address HOST:PORT; with --api-token-file only callers sending that "
+                 "token are served (falcon-apiserver does); beyond loopback it is required")
+      ->capture_default_str();
+  app.add_flag("--insecure-no-auth", f.insecure_no_auth,
+               "serve every gRPC caller on a non-loopback --grpc-listen without --api-token-file (logged as a warning)");
   app.add_option("--http-listen", f.http_listen, "/healthz, /readyz, /metrics address HOST:PORT")->capture_default_str();
   app.add_option("--runtime", f.runtime, "where Pods run: local")->capture_default_str();
   app.add_option("--state-dir", f.state_dir, "local runtime: the folder of local Pods (and the lease file)");
@@ -404,19 +412,27 @@ int main(int argc, char** argv) {
   auto backends = MakeBackends(f, clock);
   if (!backends.ok()) return Fail(std::string(backends.status().message()));
   falcon::controller::GrpcApiClientOptions api_options;
+  falcon::auth::PeerToken callers;  // who may call this controller's gRPC: the holder of its own token
   if (!f.api_token_file.empty()) {
-    std::ifstream in(f.api_token_file);
-    if (!in) {
-      spdlog::error("--api-token-file {} cannot be read", f.api_token_file);
-      return 1;
+    auto token = falcon::auth::ReadTokenFile(f.api_token_file, "--api-token-file");
+    if (!token.ok()) return Fail(std::string(token.status().message()));
+    api_options.bearer_token = *token;
+    callers = falcon::auth::PeerToken(*token);
+  }
+  {
+    std::string host;
+    int port = 0;
+    if (auto s = falcon::SplitHostPort(f.grpc_listen, &host, &port); !s.ok()) {
+      return Fail("--grpc-listen: " + std::string(s.message()));
     }
-    std::getline(in, api_options.bearer_token);
-    while (!api_options.bearer_token.empty() && std::isspace(static_cast<unsigned char>(api_options.bearer_token.back()))) {
-      api_options.bearer_token.pop_back();
-    }
-    if (api_options.bearer_token.empty()) {
-      spdlog::error("--api-token-file {} is empty", f.api_token_file);
-      return 1;
+    if (callers.empty() && !falcon::IsLoopbackHost(host)) {
+      if (!f.insecure_no_auth) {
+        return Fail("--grpc-listen=" + f.grpc_listen +
+                    " is beyond loopback, but without --api-token-file any caller could create, cancel and delete "
+                    "analyses: give the controller its API token (the API server sends the same one, "
+                    "--controller-token-file), or --insecure-no-auth to accept every caller");
+      }
+      spdlog::warn("INSECURE: --insecure-no-auth: the controller's gRPC on {} accepts every caller", f.grpc_listen);
     }
   }
   auto api = falcon::controller::NewGrpcApiClient(f.api_server, clock, random, api_options);
@@ -425,7 +441,7 @@ int main(int argc, char** argv) {
       cfg, {api.get(), backends->runtime.get(), store->get(), backends->elector.get(), &*catalog, &clock,
             &random, &metrics});
 
-  auto service = falcon::controller::NewAnalyzerControllerService(controller);
+  auto service = falcon::controller::NewAnalyzerControllerService(controller, callers);
   grpc::ServerBuilder builder;
   int grpc_port = 0;
   builder.AddListeningPort(f.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port);

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -28,6 +29,7 @@
 #include "runner/input_roots.h"
 #include "auth/issuer_router.h"
 #include "auth/oidc_flags.h"
+#include "auth/token_secret.h"
 #include "auth/static_tokens.h"
 #include "store/store.h"
 
@@ -209,9 +211,6 @@ int main(int argc, char** argv) {
   falcon::apiserver::ControllerClientOptions controller_options;
   controller_options.retry_budget =
       std::chrono::milliseconds(static_cast<int64_t>(controller_retry_seconds * 1000));
-  auto controller =
-      falcon::apiserver::ControllerClient::Create(controller_addr, controller_options, clock, metrics);
-  if (!controller.ok()) return Fail(std::string(controller.status().message()));
 
   // Access control: static API tokens, then the OIDC issuers; roles from the tokens and the policy file.
   falcon::auth::StaticTokenAuthenticator static_tokens(**store, clock);
@@ -248,6 +247,26 @@ int main(int argc, char** argv) {
       return Fail(std::string(s.message()));
     }
   }
+
+  // The controller requires its own token of its callers when it has one: send it, if this server has it
+  // (the file it wrote at first start, or the one --controller-token-file names).
+  {
+    std::string file = controller_token_file;
+    if (file.empty()) {
+      file = falcon::apiserver::DefaultBootstrapPaths(db_url, [](const char* n) { return std::getenv(n); })
+                 .controller_token_file;
+    }
+    if (!file.empty() && std::filesystem::exists(file)) {
+      auto token = falcon::auth::ReadTokenFile(file, "--controller-token-file");
+      if (!token.ok()) return Fail(std::string(token.status().message()));
+      controller_options.bearer_token = *token;
+    } else if (!controller_token_file.empty()) {
+      return Fail("--controller-token-file " + controller_token_file + " does not exist");
+    }
+  }
+  auto controller =
+      falcon::apiserver::ControllerClient::Create(controller_addr, controller_options, clock, metrics);
+  if (!controller.ok()) return Fail(std::string(controller.status().message()));
 
   // One service object behind both transports: the HTTP routes and the gRPC methods are adapters over it,
   // so both apply the same options.

@@ -489,7 +489,7 @@ TEST(BootstrapTest, ANewDatabaseAdoptsTheExistingAdminTokenAndALooseFileIsRefuse
   std::getline(std::ifstream(paths.admin_token_file), again);
   EXPECT_EQ(again, secret) << "the file is never rewritten";
   // Readable by others: refused, saying how to fix it; nothing registered.
-  fs::permissions(paths.admin_token_file, fs::perms::group_read, fs::perm_options::add);
+  fs::permissions(paths.admin_token_file, fs::perms::others_read, fs::perm_options::add);
   auto third = store::OpenStore("sqlite://" + (dir / "c.db").string());
   ASSERT_TRUE(third.ok());
   absl::Status s = BootstrapTokens(**third, clock, paths);

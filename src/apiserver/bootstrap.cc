@@ -16,10 +16,6 @@
 
 namespace falcon::apiserver {
 
-bool IsLoopbackHost(const std::string& host) {
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
-}
-
 absl::StatusOr<std::chrono::seconds> ParseRetention(const std::string& text) {
   if (text == "0") return std::chrono::seconds(0);
   auto bad = absl::InvalidArgumentError("\"" + text + "\" is not a duration: use e.g. 720h, 30d, 90m, or 0 to keep every event");
@@ -76,20 +72,21 @@ absl::Status WriteSecret(const std::string& file, const std::string& secret) {
   return absl::OkStatus();
 }
 
-// The secret of a token file that exists: only if it belongs to this process' user and nobody else may
-// read or write it (the rule ssh applies to keys), and it is one line of printable characters.
+// The secret of a token file that exists: only if it belongs to this process' user (or root: a mounted
+// Kubernetes Secret), others have no access and the group cannot write it (the rule ssh applies to keys),
+// and it is one line of printable characters. A link is followed (Secret volumes are links).
 absl::StatusOr<std::string> ReadOwnSecret(const std::string& file) {
-  int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return absl::FailedPreconditionError("cannot open " + file + ": " + std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     return absl::FailedPreconditionError(file + " is not a regular file");
   }
-  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0) {
+  if ((st.st_uid != ::geteuid() && st.st_uid != 0) || (st.st_mode & 027) != 0) {
     ::close(fd);
-    return absl::FailedPreconditionError(file + " must be owned by this user and mode 0600 (chmod 600 " + file +
-                                         "), or removed so a new token is written");
+    return absl::FailedPreconditionError(file + " must be owned by this user with no access for others (chmod 600 " +
+                                         file + "), or removed so a new token is written");
   }
   char buf[512];
   ssize_t n = ::read(fd, buf, sizeof buf);

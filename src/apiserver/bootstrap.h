@@ -12,12 +12,12 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/clock.h"
+#include "common/listen_address.h"
 #include "store/store.h"
 
 namespace falcon::apiserver {
 
-// localhost, 127.0.0.0/8, ::1.
-bool IsLoopbackHost(const std::string& host);
+using falcon::IsLoopbackHost;  // common/listen_address.h
 // "720h", "30m", "45s", "7d"; "0" turns retention off (zero).
 absl::StatusOr<std::chrono::seconds> ParseRetention(const std::string& text);
 

@@ -71,6 +71,7 @@ absl::StatusOr<Resp> ControllerClient::Call(const char* method,
       if (hung[i] && hung_count < addresses_.size()) continue;  // unless every replica hung
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + options_.call_timeout);
+      if (!options_.bearer_token.empty()) ctx.AddMetadata("authorization", "Bearer " + options_.bearer_token);
       Resp resp;
       grpc::Status s = ((*stubs_[i]).*fn)(&ctx, req, &resp);
       if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED && idempotent && addresses_.size() > 1) {

@@ -40,6 +40,9 @@ struct ControllerClientOptions {
   std::chrono::milliseconds max_backoff{1'000};
   // Deadline of one attempt at one replica (a controller answers in milliseconds; this catches a hung one).
   std::chrono::milliseconds call_timeout{5'000};
+  // Sent as `authorization: Bearer ...` on every call: the controller's own API token, which a controller
+  // started with --api-token-file requires of its callers (docs/security.md "Component identity").
+  std::string bearer_token;
 };
 
 class ControllerClient {

@@ -69,24 +69,6 @@ absl::Status CheckUploadContentType(const Request& req) {
 
 }  // namespace
 
-absl::Status SplitHostPort(const std::string& listen, std::string* host, int* port) {
-  auto bad = [&] {
-    return absl::InvalidArgumentError("listen address \"" + listen +
-                                      "\" must be HOST:PORT (e.g. 127.0.0.1:8080, 0.0.0.0:0 or [::1]:8080)");
-  };
-  auto colon = listen.rfind(':');
-  if (colon == std::string::npos || colon == 0) return bad();
-  std::string h = listen.substr(0, colon);
-  std::string p = listen.substr(colon + 1);
-  if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
-  char* end = nullptr;
-  long n = std::strtol(p.c_str(), &end, 10);
-  if (p.empty() || *end != '\0' || n < 0 || n > 65535 || h.empty()) return bad();
-  *host = h;
-  *port = static_cast<int>(n);
-  return absl::OkStatus();
-}
-
 HttpServer::HttpServer(ApiService& service, Metrics& metrics, HttpServerOptions options)
     : service_(service), metrics_(metrics), options_(options), server_(std::make_unique<HttpConnectionServer>()) {
   Setup();

@@ -12,6 +12,8 @@
 // Thread-safe: requests are served by a pool of `threads` workers.
 #pragma once
 
+#include "common/listen_address.h"
+
 #include <memory>
 #include <string>
 
@@ -35,8 +37,7 @@ struct HttpServerOptions {
   int threads = 16;
 };
 
-// "host:port" -> host, port (port 0..65535; "[::1]:80" for IPv6). INVALID_ARGUMENT naming the flag's form.
-absl::Status SplitHostPort(const std::string& listen, std::string* host, int* port);
+using falcon::SplitHostPort;  // common/listen_address.h
 
 class HttpConnectionServer;
 

@@ -1,29 +1,8 @@
 #include "auth/static_tokens.h"
 
-#include <openssl/evp.h>
-#include <openssl/rand.h>
-
-#include "absl/strings/escaping.h"
 #include "common/rfc3339.h"
 
 namespace falcon::auth {
-
-std::string HashToken(std::string_view secret) {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  if (EVP_Digest(secret.data(), secret.size(), digest, &len, EVP_sha256(), nullptr) != 1) {
-    return "";  // cannot happen with a built-in digest; an empty hash never matches a stored one
-  }
-  return absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(digest), len));
-}
-
-absl::StatusOr<std::string> NewTokenSecret() {
-  unsigned char bytes[32];
-  if (RAND_bytes(bytes, sizeof bytes) != 1) return absl::InternalError("OpenSSL RAND_bytes failed");
-  std::string out;
-  absl::WebSafeBase64Escape(absl::string_view(reinterpret_cast<const char*>(bytes), sizeof bytes), &out);
-  return "fal_" + out;
-}
 
 absl::StatusOr<Principal> StaticTokenAuthenticator::Authenticate(std::string_view bearer_token) {
   auto id = AuthenticateWithRole(bearer_token);

@@ -14,16 +14,12 @@
 
 #include "absl/status/statusor.h"
 #include "auth/authenticator.h"
+#include "auth/token_secret.h"
 #include "common/clock.h"
 #include "store/store.h"
 
 namespace falcon::auth {
 
-// Lowercase hex SHA-256 of `secret` (OpenSSL EVP).
-std::string HashToken(std::string_view secret);
-// A new secret: "fal_" + 43 characters of web-safe base64 of 32 random bytes (OpenSSL RAND_bytes).
-// INTERNAL if the random generator fails.
-absl::StatusOr<std::string> NewTokenSecret();
 // The principal name of static token `name`.
 inline std::string TokenPrincipal(const std::string& name) { return "token:" + name; }
 

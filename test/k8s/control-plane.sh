@@ -143,6 +143,10 @@ start_apiserver() {
   until curl -sf --max-time 2 --cacert "${pki}/ca.crt" --cert "${pki}/admin.crt" --key "${pki}/admin.key" \
       "https://127.0.0.1:${APISERVER_PORT}/readyz" >/dev/null 2>&1; do
     if ! kill -0 "$(cat "${dir}/apiserver.pid")" 2>/dev/null; then
+      # A free port taken by another process between choosing and binding it: the caller picks new ones.
+      if [[ "${2:-}" == retry-ports ]] && tail -5 "${dir}/apiserver.log" | grep -q "address already in use"; then
+        return 75
+      fi
       tail -30 "${dir}/apiserver.log" >&2
       die "kube-apiserver exited during startup (log: ${dir}/apiserver.log)"
     fi
@@ -192,15 +196,23 @@ cmd_start() {
     && die "a control plane is already running for ${dir}; stop it first"
   build
   [[ -f "${dir}/pki/ca.crt" ]] || gen_certs "${dir}/pki"
-  if [[ ! -f "${dir}/env" ]]; then
-    cat >"${dir}/env" <<EOF
+  local attempt rc
+  for attempt in 1 2 3; do
+    if [[ ! -f "${dir}/env" ]]; then
+      cat >"${dir}/env" <<EOF
 APISERVER_PORT=$(free_port)
 ETCD_CLIENT_PORT=$(free_port)
 ETCD_PEER_PORT=$(free_port)
 KUBELET_PORT=$(free_port)
 EOF
-  fi
-  start_apiserver "${dir}"
+    fi
+    rc=0
+    start_apiserver "${dir}" "$([[ ${attempt} -lt 3 ]] && echo retry-ports)" || rc=$?
+    [[ ${rc} -eq 0 ]] && break
+    [[ ${rc} -eq 75 ]] || exit "${rc}"
+    echo "control-plane: a chosen port was taken meanwhile (attempt ${attempt} of 3); choosing new ports" >&2
+    rm -f "${dir}/env"
+  done
   # shellcheck disable=SC1091
   source "${dir}/env"
   write_kubeconfig "${dir}" "${APISERVER_PORT}"

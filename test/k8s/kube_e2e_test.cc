@@ -78,6 +78,7 @@ class KubeE2E : public ::testing::Test, protected FalconSystem {
 
   void TearDown() override {
     StopSystem();
+    if (cp_ == nullptr || ns_.empty()) return;  // SetUp stopped early; nothing of this test runs
     // Pods of this test (the fake kubelet kills their processes on delete).
     std::string out;
     cp_->Kubectl("delete pods --all -n " + ns_ + " --grace-period=0 --wait=false", &out);

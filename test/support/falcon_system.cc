@@ -29,6 +29,7 @@ void FalconSystem::StartSystem(int n_controllers, std::vector<std::string> contr
       "--grpc-listen=127.0.0.1:" + std::to_string(api_grpc_port_), "--controller-addr=" + addrs,
       "--object-store=file://" + objects_.string()};
   for (const auto& r : input_roots_) argv.push_back("--allowed-input-root=" + r);
+  argv.insert(argv.end(), apiserver_flags_.begin(), apiserver_flags_.end());
   apiserver_ = std::make_unique<Process>(argv, dir_ / "apiserver.log");
   ASSERT_TRUE(WaitFor([&] { return HttpStatus(http_port_, "/readyz") == 200; }, 30s))
       << "API server not ready:\n"
@@ -96,6 +97,7 @@ json FalconSystem::Call(const std::string& method, const std::string& path, cons
                         int* status, std::string* raw) {
   httplib::Client cli("127.0.0.1", http_port_);
   cli.set_read_timeout(60);
+  if (!bearer_token_.empty()) cli.set_bearer_token_auth(bearer_token_);
   const std::string payload = body.is_null() ? "" : body.dump();
   httplib::Result r = method == "GET"     ? cli.Get(path.c_str())
                       : method == "POST"  ? cli.Post(path.c_str(), payload, "application/json")

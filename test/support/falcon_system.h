@@ -69,6 +69,10 @@ class FalconSystem {
   // --allowed-input-root of the API server and every controller; empty: file://<dir_> (AddArtifact
   // registers files of the test's temp dir).
   std::vector<std::string> input_roots_;
+  // Added to the API server's flags (e.g. --auth=on).
+  std::vector<std::string> apiserver_flags_;
+  // Sent by Call as `Authorization: Bearer ...` when not empty.
+  std::string bearer_token_;
   int http_port_ = 0, api_grpc_port_ = 0;
   std::vector<std::string> flags_;
   std::unique_ptr<Process> apiserver_;
