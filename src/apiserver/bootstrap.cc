@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "apiserver/access.h"
 #include "auth/static_tokens.h"
+#include "common/local_paths.h"
 
 namespace falcon::apiserver {
 
@@ -39,13 +40,7 @@ BootstrapPaths DefaultBootstrapPaths(const std::string& db_url, const std::funct
   if (auto q = path.find('?'); q != std::string::npos) path = path.substr(0, q);
   if (path.empty() || path == ":memory:") return p;
   p.controller_token_file = (std::filesystem::absolute(path).lexically_normal().parent_path() / "controller.token").string();
-  const char* state = env("XDG_STATE_HOME");
-  const char* home = env("HOME");
-  if (state != nullptr && *state != '\0') {
-    p.admin_token_file = std::string(state) + "/falcon/admin.token";
-  } else if (home != nullptr && *home != '\0') {
-    p.admin_token_file = std::string(home) + "/.local/state/falcon/admin.token";
-  }
+  p.admin_token_file = LocalAdminTokenPath(env);
   return p;
 }
 

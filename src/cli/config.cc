@@ -1,5 +1,8 @@
 #include "cli/config.h"
 
+#include "common/listen_address.h"
+#include "common/local_paths.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -131,28 +134,12 @@ YAML::Node ExecNode(const ExecConfig& e) {
 }  // namespace
 
 std::string DefaultConfigPath(const EnvLookup& env) {
-  const char* xdg = env("XDG_CONFIG_HOME");
-  if (xdg && *xdg) return std::string(xdg) + "/falcon/config.yaml";
-  const char* home = env("HOME");
-  if (home && *home) return std::string(home) + "/.config/falcon/config.yaml";
-  return "";
+  return XdgPath(env, "XDG_CONFIG_HOME", ".config", "falcon/config.yaml");
 }
 
-std::string DefaultCacheDir(const EnvLookup& env) {
-  const char* xdg = env("XDG_CACHE_HOME");
-  if (xdg && *xdg) return std::string(xdg) + "/falcon";
-  const char* home = env("HOME");
-  if (home && *home) return std::string(home) + "/.cache/falcon";
-  return "";
-}
+std::string DefaultCacheDir(const EnvLookup& env) { return XdgPath(env, "XDG_CACHE_HOME", ".cache", "falcon"); }
 
-std::string DefaultLocalAdminTokenPath(const EnvLookup& env) {
-  const char* state = env("XDG_STATE_HOME");
-  if (state && *state) return std::string(state) + "/falcon/admin.token";
-  const char* home = env("HOME");
-  if (home && *home) return std::string(home) + "/.local/state/falcon/admin.token";
-  return "";
-}
+std::string DefaultLocalAdminTokenPath(const EnvLookup& env) { return LocalAdminTokenPath(env); }
 
 bool IsLoopbackServer(const std::string& url) {
   auto scheme = url.find("://");
@@ -164,7 +151,7 @@ bool IsLoopbackServer(const std::string& url) {
   } else {
     host = rest.substr(0, rest.find(':'));
   }
-  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+  return IsLoopbackHost(host);
 }
 
 std::string ExpandHome(const std::string& path, const EnvLookup& env) {

@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 
 namespace falcon::store::internal {
 
@@ -27,6 +28,20 @@ struct Blob {
 // NULL, an integer, text, or bytes. Results come back as monostate, int64_t or std::string.
 using SqlValue = std::variant<std::monostate, int64_t, std::string, Blob>;
 using SqlRow = std::vector<SqlValue>;
+
+// A result value as text ("" for NULL or bytes; an integer in decimal) and as an integer (0 for NULL,
+// bytes or text that is not a decimal integer): drivers return numbers as either.
+inline std::string Str(const SqlValue& v) {
+  if (const auto* s = std::get_if<std::string>(&v)) return *s;
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  return "";
+}
+inline int64_t Int(const SqlValue& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
+  int64_t out = 0;
+  if (const auto* s = std::get_if<std::string>(&v)) (void)absl::SimpleAtoi(*s, &out);
+  return out;
+}
 
 enum class Dialect { kSqlite, kMysql };
 

@@ -74,17 +74,6 @@ const std::vector<AnalysisStatus>& AllAnalysisStatuses() {
   return kAll;
 }
 
-std::string Str(const SqlValue& v) {
-  if (const auto* s = std::get_if<std::string>(&v)) return *s;
-  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  return "";
-}
-int64_t Int(const SqlValue& v) {
-  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
-  int64_t out = 0;
-  if (const auto* s = std::get_if<std::string>(&v)) (void)absl::SimpleAtoi(*s, &out);
-  return out;
-}
 bool IsNull(const SqlValue& v) { return std::holds_alternative<std::monostate>(v); }
 SqlValue NullIfEmpty(const std::string& s) {
   if (s.empty()) return std::monostate{};

@@ -21,17 +21,6 @@ SqlValue OptMicros(const std::optional<Time>& t) {
   if (!t) return std::monostate{};
   return Micros(*t);
 }
-std::string Str(const SqlValue& v) {
-  if (const auto* s = std::get_if<std::string>(&v)) return *s;
-  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  return "";
-}
-int64_t Int(const SqlValue& v) {
-  if (const auto* i = std::get_if<int64_t>(&v)) return *i;
-  int64_t out = 0;
-  if (const auto* s = std::get_if<std::string>(&v)) (void)absl::SimpleAtoi(*s, &out);
-  return out;
-}
 std::optional<Time> OptTime(const SqlValue& v) {
   if (std::holds_alternative<std::monostate>(v)) return std::nullopt;
   return FromMicros(Int(v));
