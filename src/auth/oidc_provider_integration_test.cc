@@ -315,5 +315,93 @@ TEST_F(OidcProviderTest, TheIssuersTlsIsVerified) {
                 "cannot fetch the discovery document of OIDC issuer " + provider_->issuer());
 }
 
+// The provider's tokens through the real falcon-apiserver (--oidc-issuer, --policy-file) and the real
+// `falcon` CLI (FALCON_TOKEN): who the server sees, roles from the policy's group bindings, 403 naming the
+// role, a policy edit picked up without a restart, a token of another audience refused with 401.
+TEST_F(OidcProviderTest, TheProvidersTokensThroughFalconApiserverAndTheCli) {
+  char tmpl[] = "/tmp/falcon-oidc-server-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string policy = dir + "/policy.yaml";
+  std::ofstream(policy) << "bindings:\n- role: viewer\n  groups: [team-a]\n";
+  const int http = testsupport::FreePort(), grpc = testsupport::FreePort();
+  const std::string bin = FALCON_BIN_DIR;
+  testsupport::Process server(
+      {bin + "/falcon-apiserver", "--db=sqlite://" + dir + "/falcon.db", "--object-store=file://" + dir + "/objects",
+       "--http-listen=127.0.0.1:" + std::to_string(http), "--grpc-listen=127.0.0.1:" + std::to_string(grpc),
+       "--controller-addr=127.0.0.1:1", "--auth=on", "--admin-token-file=" + dir + "/admin.token",
+       "--oidc-issuer=" + provider_->issuer() + ",audience=falcon,username-claim=email,username-prefix=oidc:,"
+           "groups-claim=groups,ca-file=" + provider_->ca_file(),
+       "--policy-file=" + policy},
+      dir + "/apiserver.log");
+  net::HttpClient client{net::ClientOptions{}};
+  const std::string base = "http://127.0.0.1:" + std::to_string(http);
+  auto call = [&](const std::string& method, const std::string& path, const std::string& token,
+                  const std::string& body = "") -> net::HttpResponse {
+    net::HttpRequest req;
+    req.method = method;
+    req.url = base + path;
+    req.bearer_token = token;
+    req.body = body;
+    if (!body.empty()) req.headers = {"Content-Type: application/json"};
+    req.timeout = std::chrono::seconds(10);
+    auto r = client.Send(req);
+    return r.ok() ? *r : net::HttpResponse{};
+  };
+  bool ready = false;
+  for (int i = 0; i < 150 && !ready; ++i) {
+    ready = call("GET", "/readyz", "").status == 200;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(ready) << server.LogTail();
+
+  const std::string token = provider_->Token();
+  net::HttpResponse who = call("GET", "/v1/whoami", token);
+  ASSERT_EQ(who.status, 200) << who.body << server.LogTail();
+  json w = json::parse(who.body, nullptr, false);
+  EXPECT_EQ(w.value("username", ""), "oidc:robot@example.test") << who.body;
+  EXPECT_EQ(w.value("authenticator", ""), provider_->issuer()) << who.body;
+  EXPECT_EQ(w["roles"], json::array({"viewer"})) << who.body;
+  EXPECT_EQ(call("GET", "/v1/exps", token).status, 200);
+  net::HttpResponse denied = call("POST", "/v1/exps", token, R"({"exp_id":"e1","name":"e1"})");
+  EXPECT_EQ(denied.status, 403) << denied.body;
+  EXPECT_THAT(denied.body, HasSubstr("submitter")) << denied.body;
+
+  // Unauthenticated: no token, another audience's token; the answer says so and never echoes it.
+  net::HttpResponse anon = call("GET", "/v1/exps", "");
+  EXPECT_EQ(anon.status, 401);
+  EXPECT_THAT(anon.Header("www-authenticate"), HasSubstr("Bearer"));
+  const std::string other = provider_->Token("other-audience", "other-secret");
+  net::HttpResponse wrong = call("GET", "/v1/exps", other);
+  EXPECT_EQ(wrong.status, 401) << wrong.body;
+  EXPECT_THAT(wrong.body, ::testing::Not(HasSubstr(other)));
+
+  // The policy binds falcon-admins to admin: picked up without a restart (checked every 2 s).
+  std::ofstream(policy) << "bindings:\n- role: viewer\n  groups: [team-a]\n- role: admin\n  groups: [falcon-admins]\n";
+  bool admin = false;
+  for (int i = 0; i < 100 && !admin; ++i) {
+    admin = call("POST", "/v1/exps", token, R"({"exp_id":"e1","name":"e1"})").status == 201;
+    if (!admin) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(admin) << server.LogTail();
+  net::HttpResponse exp = call("GET", "/v1/exps/e1", token);
+  EXPECT_THAT(exp.body, HasSubstr("oidc:robot@example.test")) << "created_by: " << exp.body;
+
+  // The CLI with the token from the environment, as `gcloud auth print-identity-token` would hand it over.
+  auto cli = Subprocess::Run({"/usr/bin/env", "FALCON_SERVER=" + base, "FALCON_TOKEN=" + token, bin + "/falcon", "whoami"},
+                             std::chrono::seconds(30));
+  EXPECT_EQ(cli.code, 0) << cli.output;
+  EXPECT_THAT(cli.output, HasSubstr("oidc:robot@example.test"));
+  EXPECT_THAT(cli.output, HasSubstr("admin"));
+  auto cli_bad = Subprocess::Run({"/usr/bin/env", "FALCON_SERVER=" + base, "FALCON_TOKEN=" + other, bin + "/falcon",
+                                  "exp", "list"},
+                                 std::chrono::seconds(30));
+  EXPECT_NE(cli_bad.code, 0) << cli_bad.output;
+  EXPECT_THAT(cli_bad.output, HasSubstr("not authenticated")) << cli_bad.output;
+  EXPECT_THAT(cli_bad.output, HasSubstr("audience")) << "the server's reason reaches the user";
+  server.Stop();
+  if (!HasFailure()) std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace falcon::auth
