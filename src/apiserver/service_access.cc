@@ -6,6 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/errors.h"
+#include "api/validation.h"
 #include "apiserver/service.h"
 #include "auth/static_tokens.h"
 #include "common/status.h"
@@ -127,6 +128,7 @@ absl::StatusOr<store::ApiToken> ApiService::RevokeToken(const RequestContext&, c
 }
 
 absl::StatusOr<store::AuditPage> ApiService::ListAudit(const RequestContext&, const store::AuditQuery& q) {
+  FALCON_RETURN_IF_ERROR(api::ValidatePageToken(q.page_token));  // the same bound as every list
   return store_.ListAuditEvents(q);
 }
 
