@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "api/errors.h"
@@ -126,6 +125,10 @@ absl::Status AuthorizeOwner(const Caller& caller, const std::string& owner, cons
       kRoleAdmin);
 }
 
+namespace {
+absl::StatusOr<Policy> ParsePolicyNode(const YAML::Node& root, const std::string& file);
+}  // namespace
+
 absl::StatusOr<Policy> ParsePolicy(const std::string& text, const std::string& file) {
   YAML::Node root;
   try {
@@ -133,6 +136,16 @@ absl::StatusOr<Policy> ParsePolicy(const std::string& text, const std::string& f
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(absl::StrCat(file, ":", e.mark.line + 1, ": ", e.msg));
   }
+  try {
+    return ParsePolicyNode(root, file);
+  } catch (const YAML::Exception& e) {  // a list or map where a name belongs, e.g. `users: [[a]]`
+    return absl::InvalidArgumentError(absl::StrCat(file, ":", e.mark.line + 1, ": ", e.msg,
+                                                   " (role is a name; users and groups are lists of names)"));
+  }
+}
+
+namespace {
+absl::StatusOr<Policy> ParsePolicyNode(const YAML::Node& root, const std::string& file) {
   Policy p;
   if (!root || root.IsNull()) return p;
   auto at = [&](const YAML::Node& n) { return absl::StrCat(file, ":", n.Mark().line + 1, ": "); };
@@ -165,6 +178,7 @@ absl::StatusOr<Policy> ParsePolicy(const std::string& text, const std::string& f
   }
   return p;
 }
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<AccessControl>> AccessControl::Create(auth::StaticTokenAuthenticator& tokens,
                                                                      std::unique_ptr<auth::Authenticator> oidc,
@@ -184,11 +198,17 @@ absl::Status AccessControl::LoadPolicy() {
   if (ec) return absl::InvalidArgumentError("--policy-file " + options_.policy_file + ": " + ec.message());
   const int64_t ns = mtime.time_since_epoch().count();
   if (policy_mtime_ && *policy_mtime_ == ns) return absl::OkStatus();
-  std::ifstream in(options_.policy_file);
+  std::ifstream in(options_.policy_file, std::ios::binary);
   if (!in) return absl::InvalidArgumentError("--policy-file " + options_.policy_file + " cannot be opened");
-  std::stringstream text;
-  text << in.rdbuf();
-  auto p = ParsePolicy(text.str(), options_.policy_file);
+  // Read under the lock on a request's thread: bounded, so a runaway file cannot stall authentication.
+  std::string text(kMaxPolicyBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxPolicyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("--policy-file ", options_.policy_file, " is larger than ",
+                                                   kMaxPolicyBytes, " bytes"));
+  }
+  auto p = ParsePolicy(text, options_.policy_file);
   if (!p.ok()) return p.status();
   policy_ = std::move(*p);
   policy_mtime_ = ns;

@@ -82,8 +82,11 @@ struct PolicyBinding {
 struct Policy {
   std::vector<PolicyBinding> bindings;
 };
-// INVALID_ARGUMENT naming the line of an unknown key, role or a malformed file.
+// INVALID_ARGUMENT naming the line of an unknown key, role or a malformed file (never throws).
 absl::StatusOr<Policy> ParsePolicy(const std::string& yaml_text, const std::string& file_name);
+
+// The largest --policy-file read (bytes); a larger one keeps the previous policy.
+inline constexpr size_t kMaxPolicyBytes = 1 << 20;
 
 struct AccessOptions {
   std::string policy_file;  // empty: none (only static tokens' own roles)

@@ -407,7 +407,9 @@ TEST(PolicyTest, ParseErrorsNameTheLine) {
            {"bindings:\n- role: owner\n", "p.yaml:2: role `owner` is not one of"},
            {"bindings:\n- role: admin\n  user: [a]\n", "p.yaml:3: unknown key `user`"},
            {"binding: []\n", "p.yaml:1: unknown key `binding`"},
-           {"bindings: {a: b}\n", "expected `bindings:` as a list"}}) {
+           {"bindings: {a: b}\n", "expected `bindings:` as a list"},
+           {"bindings:\n- role: admin\n  users: [[a]]\n", "p.yaml:3: "},
+           {"bindings:\n- {role: admin, groups: [{x: y}]}\n", "users and groups are lists of names"}}) {
     auto bad = ParsePolicy(text, "p.yaml");
     ASSERT_FALSE(bad.ok()) << text;
     EXPECT_NE(std::string(bad.status().message()).find(want), std::string::npos) << bad.status();
