@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "auth/token_secret.h"
 #include "common/clock.h"
+#include "common/grpc_limits.h"
 #include "common/listen_address.h"
 #include "common/quantity.h"
 #include "common/logging.h"
@@ -446,6 +447,8 @@ int main(int argc, char** argv) {
   int grpc_port = 0;
   builder.AddListeningPort(f.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port);
   builder.RegisterService(service.get());
+  builder.SetMaxReceiveMessageSize(falcon::kMaxGrpcMessageBytes);
+  builder.SetMaxSendMessageSize(falcon::kMaxGrpcMessageBytes);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || grpc_port == 0) return Fail("cannot listen on --grpc-listen=" + f.grpc_listen + " (in use?)");
   auto health = falcon::controller::StartHealthServer(f.http_listen, controller, metrics);

@@ -24,6 +24,7 @@
 #include "apiserver/options.h"
 #include "apiserver/service.h"
 #include "common/clock.h"
+#include "common/grpc_limits.h"
 #include "common/logging.h"
 #include "objstore/object_store.h"
 #include "runner/input_roots.h"
@@ -276,7 +277,8 @@ int main(int argc, char** argv) {
   int grpc_bound = 0;
   builder.AddListeningPort(grpc_listen, grpc::InsecureServerCredentials(), &grpc_bound);
   builder.RegisterService(&service);
-  builder.SetMaxReceiveMessageSize(8 << 20);
+  builder.SetMaxReceiveMessageSize(falcon::kMaxGrpcMessageBytes);
+  builder.SetMaxSendMessageSize(falcon::kMaxGrpcMessageBytes);
   std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
   if (!grpc_server || grpc_bound == 0) {
     return Fail("--grpc-listen: cannot listen on " + grpc_listen + " (address in use or not local?)");

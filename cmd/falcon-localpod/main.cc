@@ -175,20 +175,24 @@ int main(int argc, char** argv) {
   if (logs->parsed()) {
     int64_t offset = 0;
     for (;;) {
-      auto text = rt.ReadLogs(name, offset);
+      auto print = [&](const std::string_view piece) {
+        std::cout.write(piece.data(), static_cast<std::streamsize>(piece.size()));
+        offset += static_cast<int64_t>(piece.size());
+        return true;
+      };
+      auto text = rt.StreamLogs(name, offset, -1, print);
       if (!text.ok()) {
         if (offset > 0 && absl::IsNotFound(text.status())) return 0;  // the Pod went away while following
         std::cerr << "error: " << text.status().message() << "\n";
         return absl::IsNotFound(text.status()) ? 2 : 1;
       }
-      std::cout << *text << std::flush;
-      offset += static_cast<int64_t>(text->size());
+      std::cout << std::flush;
       if (!follow) return 0;
       auto p = rt.Get(name);
       if (!p.ok() || p->phase == falcon::runtime::PodPhase::kSucceeded ||
           p->phase == falcon::runtime::PodPhase::kFailed) {
-        auto rest = rt.ReadLogs(name, offset);
-        if (rest.ok()) std::cout << *rest << std::flush;
+        (void)rt.StreamLogs(name, offset, -1, print);
+        std::cout << std::flush;
         return 0;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(200));

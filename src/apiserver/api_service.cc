@@ -87,7 +87,7 @@ grpc::Status FalconApiService::ListExpsAwaitingAnalysis(grpc::ServerContext* ctx
                                                         const api::v1::ListExpsAwaitingAnalysisRequest* req,
                                                         api::v1::ListExpsAwaitingAnalysisResponse* resp) {
   return Serve("ListExpsAwaitingAnalysis", ctx, /*fenced=*/false, [&](const RequestContext& rc) -> absl::Status {
-    FALCON_ASSIGN_OR_RETURN(*resp, service_.ListExpsAwaitingAnalysis(rc, req->limit()));
+    FALCON_ASSIGN_OR_RETURN(*resp, service_.ListExpsAwaitingAnalysis(rc, *req));
     return absl::OkStatus();
   });
 }
@@ -139,10 +139,10 @@ grpc::Status FalconApiService::DeleteAnalysisRecord(grpc::ServerContext* ctx,
 }
 
 grpc::Status FalconApiService::ListRunningAnalyses(grpc::ServerContext* ctx,
-                                                   const api::v1::ListRunningAnalysesRequest*,
+                                                   const api::v1::ListRunningAnalysesRequest* req,
                                                    api::v1::ListRunningAnalysesResponse* resp) {
   return Serve("ListRunningAnalyses", ctx, /*fenced=*/false, [&](const RequestContext& rc) -> absl::Status {
-    FALCON_ASSIGN_OR_RETURN(*resp, service_.ListRunningAnalyses(rc));
+    FALCON_ASSIGN_OR_RETURN(*resp, service_.ListRunningAnalyses(rc, *req));
     return absl::OkStatus();
   });
 }

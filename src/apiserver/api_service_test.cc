@@ -537,13 +537,30 @@ TEST_F(ApiserverGrpcTest, ListsFilterAndPage) {
               grpc::StatusCode::INVALID_ARGUMENT);
   }
   {
-    grpc::ClientContext ctx;
-    ListRunningAnalysesResponse resp;
-    ASSERT_TRUE(stub_->ListRunningAnalyses(&ctx, {}, &resp).ok());
-    EXPECT_EQ(resp.records_size(), 5) << "4 pending + 1 running, not the cancelled one";
+    // Paged (pending first, then running), slim.
+    std::vector<AnalysisRecord> all;
+    ListRunningAnalysesRequest req;
+    req.set_page_size(3);
+    for (int pages = 0; pages < 10; ++pages) {
+      grpc::ClientContext ctx;
+      ListRunningAnalysesResponse resp;
+      ASSERT_TRUE(stub_->ListRunningAnalyses(&ctx, req, &resp).ok());
+      EXPECT_LE(resp.records_size(), 3);
+      for (const auto& r : resp.records()) all.push_back(r);
+      if (resp.next_page_token().empty()) break;
+      req.set_page_token(resp.next_page_token());
+    }
+    EXPECT_EQ(all.size(), 5u) << "4 pending + 1 running, not the cancelled one";
     bool has_other = false;
-    for (const auto& r : resp.records()) has_other = has_other || r.analysis_id() == other;
+    for (const auto& r : all) {
+      has_other = has_other || r.analysis_id() == other;
+      EXPECT_TRUE(r.command().empty() && r.script_content().empty());
+    }
     EXPECT_TRUE(has_other);
+    grpc::ClientContext ctx;
+    req.set_page_token("not-a-token");
+    ListRunningAnalysesResponse resp;
+    EXPECT_EQ(stub_->ListRunningAnalyses(&ctx, req, &resp).error_code(), grpc::StatusCode::INVALID_ARGUMENT);
   }
 }
 

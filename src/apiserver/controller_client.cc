@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/grpc_limits.h"
 #include "common/grpc_status.h"
 #include "net/retry.h"
 
@@ -41,7 +42,8 @@ ControllerClient::ControllerClient(std::vector<std::string> addresses,
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    args.SetMaxReceiveMessageSize(64 << 20);
+    args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+    args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
     auto channel = grpc::CreateCustomChannel(a, grpc::InsecureChannelCredentials(), args);
     stubs_.push_back(AnalyzerControllerService::NewStub(channel));
   }

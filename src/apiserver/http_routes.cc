@@ -279,8 +279,18 @@ void HttpServer::RegisterRoutes() {
     return absl::OkStatus();
   });
   add("GET", "/v1/analyses/{id}/logs", "GetAnalysisLogs", kNone, [&svc](HttpCall& c) -> absl::Status {
+    analyzer::v1::GetAnalysisLogsRequest q;
+    q.set_analysis_id(c.params[0]);
     FALCON_ASSIGN_OR_RETURN(int64_t offset, IntParam(c.req, "offset", 0, 0, INT64_MAX));
-    FALCON_ASSIGN_OR_RETURN(auto logs, svc.GetLogs(c.ctx, c.params[0], offset));
+    q.set_offset(offset);
+    // limit_bytes: 1 .. one chunk (4 MiB); tail_lines: like kubectl logs --tail (0 .. 100,000).
+    FALCON_ASSIGN_OR_RETURN(int64_t limit, IntParam(c.req, "limit_bytes", 0, 1, api::kMaxLogChunkBytes));
+    q.set_limit_bytes(limit);
+    if (c.req.has_param("tail_lines")) {
+      FALCON_ASSIGN_OR_RETURN(int64_t tail, IntParam(c.req, "tail_lines", 0, 0, api::kMaxTailLines));
+      q.set_tail_lines(tail);
+    }
+    FALCON_ASSIGN_OR_RETURN(auto logs, svc.GetLogs(c.ctx, q));
     c.res.set_header("X-Falcon-Next-Offset", std::to_string(logs.next_offset()));
     c.res.set_header("X-Falcon-Complete", logs.complete() ? "true" : "false");
     c.res.status = 200;

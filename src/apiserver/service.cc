@@ -298,15 +298,13 @@ absl::Status ApiService::DeleteAnalysis(const RequestContext& ctx, const std::st
   return controller->DeleteAnalysis(del).status();
 }
 
-absl::StatusOr<analyzer::v1::GetAnalysisLogsResponse> ApiService::GetLogs(const RequestContext&,
-                                                                          const std::string& id,
-                                                                          int64_t offset) {
-  if (offset < 0) return absl::InvalidArgumentError("offset must be >= 0");
+absl::StatusOr<analyzer::v1::GetAnalysisLogsResponse> ApiService::GetLogs(
+    const RequestContext&, const analyzer::v1::GetAnalysisLogsRequest& req) {
+  if (req.offset() < 0) return absl::InvalidArgumentError("offset must be >= 0");
+  if (req.limit_bytes() < 0) return absl::InvalidArgumentError("limit_bytes must be >= 1");
+  if (req.has_tail_lines() && req.tail_lines() < 0) return absl::InvalidArgumentError("tail_lines must be >= 0");
   FALCON_ASSIGN_OR_RETURN(ControllerClient * controller, Controller());
-  analyzer::v1::GetAnalysisLogsRequest logs;
-  logs.set_analysis_id(id);
-  logs.set_offset(offset);
-  return controller->GetAnalysisLogs(logs);
+  return controller->GetAnalysisLogs(req);
 }
 
 absl::StatusOr<ResultList> ApiService::ListResults(const RequestContext&, const std::string& id) {

@@ -180,8 +180,9 @@ class ApiService {
   absl::StatusOr<api::v1::AnalysisRecord> CancelAnalysis(const RequestContext& ctx, const std::string& id);
   // NOT_FOUND for an unknown analysis (checked before forwarding).
   absl::Status DeleteAnalysis(const RequestContext& ctx, const std::string& id, bool purge);
+  // One bounded range of the log: offset/limit_bytes, or the last tail_lines lines (the request's fields).
   absl::StatusOr<analyzer::v1::GetAnalysisLogsResponse> GetLogs(const RequestContext& ctx,
-                                                                const std::string& id, int64_t offset);
+                                                                const analyzer::v1::GetAnalysisLogsRequest& req);
   absl::StatusOr<ResultList> ListResults(const RequestContext& ctx, const std::string& id);
   absl::StatusOr<ResultDownload> OpenResult(const RequestContext& ctx, const std::string& id,
                                             const std::string& name);
@@ -189,8 +190,8 @@ class ApiService {
   absl::StatusOr<api::v1::Plugin> GetPlugin(const RequestContext& ctx, const std::string& name);
 
   // --- analysis records (the controller's calls; service_records.cc)
-  absl::StatusOr<api::v1::ListExpsAwaitingAnalysisResponse> ListExpsAwaitingAnalysis(const RequestContext& ctx,
-                                                                                    int limit);
+  absl::StatusOr<api::v1::ListExpsAwaitingAnalysisResponse> ListExpsAwaitingAnalysis(
+      const RequestContext& ctx, const api::v1::ListExpsAwaitingAnalysisRequest& req);
   absl::StatusOr<api::v1::CreateAnalysisRecordResponse> CreateAnalysisRecord(const RequestContext& ctx,
                                                                              api::v1::AnalysisRecord record);
   absl::StatusOr<api::v1::AnalysisRecord> GetAnalysisRecord(const RequestContext& ctx, const std::string& id);
@@ -200,7 +201,8 @@ class ApiService {
                                                                const api::v1::AnalysisRecord& record,
                                                                const std::vector<std::string>& paths);
   absl::Status DeleteAnalysisRecord(const RequestContext& ctx, const std::string& id);
-  absl::StatusOr<api::v1::ListRunningAnalysesResponse> ListRunningAnalyses(const RequestContext& ctx);
+  absl::StatusOr<api::v1::ListRunningAnalysesResponse> ListRunningAnalyses(
+      const RequestContext& ctx, const api::v1::ListRunningAnalysesRequest& req);
   // Issues the next epoch of kControllerLeaseName to req.holder_identity (Store::AcquireLeaderEpoch).
   // INVALID_ARGUMENT for another lease name or an empty holder.
   absl::StatusOr<api::v1::AcquireLeaderEpochResponse> AcquireLeaderEpoch(

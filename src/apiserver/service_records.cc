@@ -70,14 +70,20 @@ absl::StatusOr<api::v1::AcquireLeaderEpochResponse> ApiService::AcquireLeaderEpo
 }
 
 absl::StatusOr<api::v1::ListExpsAwaitingAnalysisResponse> ApiService::ListExpsAwaitingAnalysis(
-    const RequestContext&, int limit_in) {
+    const RequestContext&, const api::v1::ListExpsAwaitingAnalysisRequest& req) {
+  const int limit_in = req.limit();
   int limit = limit_in == 0 ? 100 : limit_in;
   if (limit < 0 || limit > 1000) {
     return absl::InvalidArgumentError("limit must be between 0 (default 100) and 1000, got " +
                                       std::to_string(limit_in));
   }
-  FALCON_ASSIGN_OR_RETURN(auto rows, store_.ListExpsAwaitingAnalysis(limit));
+  store::AwaitingQuery q;
+  q.limit = limit;
+  q.handled_types.assign(req.artifact_types().begin(), req.artifact_types().end());
+  FALCON_ASSIGN_OR_RETURN(store::AwaitingResult found, store_.FindAwaitingAnalysis(q));
   api::v1::ListExpsAwaitingAnalysisResponse resp;
+  for (const std::string& t : found.no_plugin_types) resp.add_no_plugin_types(t);
+  auto& rows = found.rows;
   for (auto& row : rows) {
     auto* item = resp.add_items();
     *item->mutable_exp() = std::move(row.exp);
@@ -177,10 +183,12 @@ absl::Status ApiService::DeleteAnalysisRecord(const RequestContext& ctx, const s
   return store_.DeleteAnalysisRecord(id, &fence);
 }
 
-absl::StatusOr<api::v1::ListRunningAnalysesResponse> ApiService::ListRunningAnalyses(const RequestContext&) {
-  FALCON_ASSIGN_OR_RETURN(auto records, store_.ListNonTerminalAnalyses());
+absl::StatusOr<api::v1::ListRunningAnalysesResponse> ApiService::ListRunningAnalyses(
+    const RequestContext&, const api::v1::ListRunningAnalysesRequest& req) {
+  FALCON_ASSIGN_OR_RETURN(store::AnalysisPage page, store_.ListNonTerminalAnalyses(req.page_size(), req.page_token()));
   api::v1::ListRunningAnalysesResponse resp;
-  for (auto& r : records) *resp.add_records() = std::move(r);
+  for (auto& r : page.records) *resp.add_records() = std::move(r);
+  resp.set_next_page_token(page.next_page_token);
   return resp;
 }
 

@@ -191,9 +191,17 @@ absl::StatusOr<nlohmann::json> ApiClient::Send(const std::string& method, const 
   return j;
 }
 
-absl::StatusOr<LogChunk> ApiClient::GetLogs(const std::string& analysis_id, int64_t offset) {
+absl::StatusOr<LogChunk> ApiClient::GetLogs(const std::string& analysis_id, int64_t offset, int64_t limit_bytes,
+                                            int64_t tail_lines) {
   std::string path = "/v1/analyses/" + EscapeSegment(analysis_id) + "/logs";
-  net::HttpRequest req = Request("GET", path, {{"offset", std::to_string(offset)}});
+  Query q;
+  if (tail_lines >= 0) {
+    q.push_back({"tail_lines", std::to_string(tail_lines)});
+  } else {
+    q.push_back({"offset", std::to_string(offset)});
+  }
+  if (limit_bytes > 0) q.push_back({"limit_bytes", std::to_string(limit_bytes)});
+  net::HttpRequest req = Request("GET", path, q);
   req.headers = {"Accept: text/plain"};
   auto res = http_->Send(req);
   if (!res.ok()) return TransportError(res.status(), "GET", path);

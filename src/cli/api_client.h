@@ -67,7 +67,10 @@ class ApiClient {
                                       const nlohmann::json& body, const Query& query = {});
 
   // GET /v1/analyses/{id}/logs?offset=N.
-  absl::StatusOr<LogChunk> GetLogs(const std::string& analysis_id, int64_t offset);
+  // One bounded range of the log: from `offset`, at most limit_bytes (0: the server's chunk); with
+  // tail_lines >= 0 the last tail_lines lines instead of `offset`.
+  absl::StatusOr<LogChunk> GetLogs(const std::string& analysis_id, int64_t offset, int64_t limit_bytes = 0,
+                                   int64_t tail_lines = -1);
 
   // Streams GET `path` into `sink` (called once per received block; returning false aborts). Returns the
   // number of bytes received.

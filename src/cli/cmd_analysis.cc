@@ -36,6 +36,9 @@ struct AnalysisOptions {
   bool follow = false;
   // create, logs, wait
   std::string timeout;
+  // logs
+  int64_t tail = -1;
+  int64_t limit_bytes = 0;
   // delete
   bool purge = false;
   // results
@@ -255,9 +258,12 @@ int Logs(Context& ctx, const AnalysisOptions& o) {
   if (!o.timeout.empty() && !o.follow) return ctx.Usage("--timeout only applies with --follow");
   auto timeout = ParseTimeoutFlag(o.timeout);
   if (!timeout.ok()) return ctx.Usage(std::string(timeout.status().message()));
+  if (o.tail < -1) return ctx.Usage("--tail must be 0 or more lines (-1: the whole log)");
+  if (o.limit_bytes < 0) return ctx.Usage("--limit-bytes must be 1 or more");
   if (o.follow) {
+    if (o.limit_bytes > 0) return ctx.Usage("--limit-bytes does not apply with --follow");
     bool timed_out = false;
-    auto rec = FollowLogs(ctx, o.id, ctx.MonotonicNow(), *timeout, &timed_out);
+    auto rec = FollowLogs(ctx, o.id, ctx.MonotonicNow(), *timeout, &timed_out, o.tail);
     if (!rec.ok()) return ctx.Fail(rec.status());
     if (timed_out) {
       ctx.err() << "stopped following after " << o.timeout << "; analysis " << o.id << " is still running\n";
@@ -265,13 +271,24 @@ int Logs(Context& ctx, const AnalysisOptions& o) {
     }
     return kExitOk;
   }
-  auto chunk = (*client)->GetLogs(o.id, 0);
-  if (!chunk.ok()) {
-    return ctx.Fail(ExplainNotFound(chunk.status(), "log of analysis " + o.id,
-                                    "check the id with `falcon analysis get " + o.id +
-                                        "`; a pending analysis has no log yet"));
+  // Chunk by chunk (the server sends at most 4 MiB at a time), up to what the log holds now, or
+  // --limit-bytes.
+  int64_t offset = 0, written = 0;
+  for (bool first = true;; first = false) {
+    const int64_t want = o.limit_bytes > 0 ? o.limit_bytes - written : 0;
+    auto chunk = (*client)->GetLogs(o.id, offset, want, first ? o.tail : -1);
+    if (!chunk.ok()) {
+      return ctx.Fail(ExplainNotFound(chunk.status(), "log of analysis " + o.id,
+                                      "check the id with `falcon analysis get " + o.id +
+                                          "`; a pending analysis has no log yet"));
+    }
+    ctx.out().write(chunk->content.data(), static_cast<std::streamsize>(chunk->content.size()));
+    written += static_cast<int64_t>(chunk->content.size());
+    if (chunk->content.empty() || chunk->complete) break;
+    if (o.limit_bytes > 0 && written >= o.limit_bytes) break;
+    offset = chunk->next_offset;
   }
-  ctx.out() << chunk->content;
+  ctx.out().flush();
   return kExitOk;
 }
 
@@ -382,8 +399,13 @@ void RegisterAnalysisCommands(CLI::App& app, Context& ctx) {
     auto* c = AddCommand(an, ctx, "logs", "Print the log of an analysis", o, Logs);
     c->add_option("ID", o->id, "Analysis id")->required();
     c->add_flag("-f,--follow", o->follow, "Stream the log until the analysis ends (no gap, no duplicate)");
+    c->add_option("--tail", o->tail, "Only the last N lines (looked for in the last 4 MiB), then follow on with -f")
+        ->type_name("N");
+    c->add_option("--limit-bytes", o->limit_bytes, "Print at most N bytes of the log")->type_name("N");
     c->add_option("--timeout", o->timeout, "With --follow: give up after this long")->type_name("DURATION");
-    c->footer("Examples:\n  falcon analysis logs 0193a5c2-...\n  falcon analysis logs -f 0193a5c2-...");
+    c->footer(
+        "Examples:\n  falcon analysis logs 0193a5c2-...\n  falcon analysis logs -f 0193a5c2-...\n"
+        "  falcon analysis logs --tail 20 -f 0193a5c2-...\n  falcon analysis logs --limit-bytes 65536 0193a5c2-...");
   }
   {
     auto* c = AddCommand(an, ctx, "results", "List the result files of an analysis, or download them", o, Results);

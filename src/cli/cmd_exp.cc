@@ -97,8 +97,17 @@ int Get(Context& ctx, const ExpOptions& o) {
                     {"Completed", s("completed_at")}});
   if (!arts.empty()) {
     ctx.out() << "\n";
-    Table t({"ARTIFACT ID", "TYPE", "URI"}, {false, false, true});
-    for (auto& a : arts) t.AddRow({a["artifact_id"], a["artifact_type"], a["uri"]});
+    // A NOTE column only when the server noted something (e.g. "no plugin for type X").
+    bool notes = false;
+    for (auto& a : arts) notes = notes || !a.value("note", std::string()).empty();
+    Table t(notes ? std::vector<std::string>{"ARTIFACT ID", "TYPE", "URI", "NOTE"}
+                  : std::vector<std::string>{"ARTIFACT ID", "TYPE", "URI"},
+            notes ? std::vector<bool>{false, false, true, true} : std::vector<bool>{false, false, true});
+    for (auto& a : arts) {
+      std::vector<std::string> row{a["artifact_id"], a["artifact_type"], a["uri"]};
+      if (notes) row.push_back(a.value("note", std::string()));
+      t.AddRow(std::move(row));
+    }
     ctx.PrintTable(t);
   }
   return kExitOk;

@@ -202,14 +202,15 @@ int WaitUntilTerminal(Context& ctx, const std::string& id, MonoTime start, std::
 }
 
 absl::StatusOr<json> FollowLogs(Context& ctx, const std::string& id, MonoTime start,
-                                std::optional<std::chrono::seconds> timeout, bool* timed_out) {
+                                std::optional<std::chrono::seconds> timeout, bool* timed_out, int64_t tail_lines) {
   FALCON_ASSIGN_OR_RETURN(ApiClient * c, ctx.Client());
   std::ostream& out = ctx.out();
   int64_t offset = 0;
   int failures = 0;
+  bool tail_pending = tail_lines >= 0;
   *timed_out = false;
   while (true) {
-    auto chunk = c->GetLogs(id, offset);
+    auto chunk = c->GetLogs(id, offset, 0, tail_pending ? tail_lines : -1);
     if (!chunk.ok()) {
       absl::Status s = chunk.status();
       if (s.code() == absl::StatusCode::kNotFound) {
@@ -226,6 +227,7 @@ absl::StatusOr<json> FollowLogs(Context& ctx, const std::string& id, MonoTime st
         out.flush();
       }
       if (chunk->next_offset >= offset) offset = chunk->next_offset;
+      tail_pending = false;  // only the first read is a tail; then on from where it ended
       if (chunk->complete) return GetAnalysis(ctx, id);
       if (!chunk->has_complete_header && chunk->content.empty()) {
         // A server without X-Falcon-Complete: stop once the record is terminal and the log is drained.

@@ -77,10 +77,12 @@ int ExitForFinal(Context& ctx, const nlohmann::json& record, MonoTime start);
 int WaitUntilTerminal(Context& ctx, const std::string& id, MonoTime start, std::optional<std::chrono::seconds> timeout,
                       const std::string& timeout_text);
 
-// Streams the log to stdout from its start until it is complete (no gap, no duplicate) and returns the final
-// record. When `timeout` passes first, sets *timed_out and returns an empty object.
+// Streams the log to stdout from its start (or, with tail_lines >= 0, its last tail_lines lines) until it
+// is complete (no gap, no duplicate) and returns the final record. When `timeout` passes first, sets
+// *timed_out and returns an empty object.
 absl::StatusOr<nlohmann::json> FollowLogs(Context& ctx, const std::string& id, MonoTime start,
-                                          std::optional<std::chrono::seconds> timeout, bool* timed_out);
+                                          std::optional<std::chrono::seconds> timeout, bool* timed_out,
+                                          int64_t tail_lines = -1);
 
 // A local script to submit with an analysis.
 struct Script {

@@ -155,6 +155,7 @@ ordered_json ArtifactJson(const nlohmann::json& a) {
   o["artifact_type"] = art.artifact_type();
   o["uri"] = art.uri();
   o["created_at"] = TimeJson(a, "created_at");
+  if (!art.note().empty()) o["note"] = art.note();
   return o;
 }
 

@@ -41,7 +41,10 @@ class ApiClient {
   virtual absl::StatusOr<int64_t> AcquireLeaderEpoch(const std::string& lease_name,
                                                      const std::string& holder_identity) = 0;
 
-  virtual absl::StatusOr<std::vector<apiv1::ExpAwaiting>> ListExpsAwaitingAnalysis(int limit) = 0;
+  // Awaiting (Exp, Artifact) pairs of the `handled_types` only (the catalog's); the server marks artifacts
+  // of other types "no plugin" (docs in api.proto).
+  virtual absl::StatusOr<apiv1::ListExpsAwaitingAnalysisResponse> ListExpsAwaitingAnalysis(
+      int limit, const std::vector<std::string>& handled_types) = 0;
   // Returns the stored record (with analysis_id, PENDING status and timestamps).
   virtual absl::StatusOr<apiv1::AnalysisRecord> CreateAnalysisRecord(
       const apiv1::AnalysisRecord& record) = 0;
@@ -52,7 +55,8 @@ class ApiClient {
       const std::string& id, const apiv1::AnalysisRecord& record,
       const std::vector<std::string>& paths) = 0;
   virtual absl::Status DeleteAnalysisRecord(const std::string& id) = 0;
-  // Every PENDING and RUNNING record, oldest first.
+  // Every PENDING and RUNNING record (pending first, oldest first within each), slim: no command or
+  // script (GetAnalysisRecord has them). Paged underneath.
   virtual absl::StatusOr<std::vector<apiv1::AnalysisRecord>> ListRunningAnalyses() = 0;
   virtual absl::StatusOr<apiv1::GetExpResponse> GetExp(const std::string& exp_id) = 0;
   // OK when the API server answers at all (used by /readyz); one attempt, short deadline.

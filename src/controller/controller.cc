@@ -124,8 +124,11 @@ void Controller::ControlLoop() {
       wait = next_resync - ctx_.deps.clock->MonotonicNow();
     }
     if (ctx_.stopping.load()) break;
+    // Wake early only for a change that arrived after this pass (a new leadership generation), not for
+    // the one still being handled: after a failed recovery handled_gen != gen, and waking on that would
+    // retry at once instead of after the backoff.
     ctx_.deps.clock->SleepFor(std::max<Duration>(wait, std::chrono::milliseconds(1)), [&] {
-      return ctx_.stopping.load() || leader_gen_.load() != handled_gen;
+      return ctx_.stopping.load() || leader_gen_.load() != gen;
     });
   }
 }

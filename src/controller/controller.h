@@ -64,8 +64,14 @@ class Controller {
   }
   absl::Status CancelAnalysis(const std::string& id) { return ops_.CancelAnalysis(id); }
   absl::Status DeleteAnalysis(const std::string& id, bool purge) { return ops_.DeleteAnalysis(id, purge); }
+  absl::StatusOr<analyzerv1::GetAnalysisLogsResponse> GetAnalysisLogs(const analyzerv1::GetAnalysisLogsRequest& req) {
+    return ops_.GetAnalysisLogs(req);
+  }
   absl::StatusOr<analyzerv1::GetAnalysisLogsResponse> GetAnalysisLogs(const std::string& id, int64_t offset) {
-    return ops_.GetAnalysisLogs(id, offset);
+    analyzerv1::GetAnalysisLogsRequest req;
+    req.set_analysis_id(id);
+    req.set_offset(offset);
+    return ops_.GetAnalysisLogs(req);
   }
   absl::StatusOr<std::vector<api::v1::Plugin>> ListPlugins() { return ops_.ListPlugins(); }
   absl::StatusOr<api::v1::Plugin> GetPlugin(const std::string& name) { return ops_.GetPlugin(name); }

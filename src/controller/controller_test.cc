@@ -154,6 +154,58 @@ TEST_F(ControllerTest, LogReadAtOrPastTheEndIsAnEmptyPageThatEchoesTheOffset) {
   EXPECT_EQ(c_->GetAnalysisLogs(id, -1).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(TailStartTest, FindsTheLastLines) {
+  EXPECT_EQ(TailStart("a\nb\nc\n", 1), 4u);
+  EXPECT_EQ(TailStart("a\nb\nc\n", 2), 2u);
+  EXPECT_EQ(TailStart("a\nb\nc\n", 3), 0u);
+  EXPECT_EQ(TailStart("a\nb\nc\n", 9), 0u);
+  EXPECT_EQ(TailStart("a\nb\nc\n", 0), 6u);
+  EXPECT_EQ(TailStart("a\nb\npartial", 1), 4u) << "a last line without its newline counts";
+  EXPECT_EQ(TailStart("", 3), 0u);
+}
+
+// Ranges and tails read the same bytes live (runtime) and stored (object store), and say where to go on.
+TEST_F(ControllerTest, LogRangesAndTailsAreBoundedOnBothSources) {
+  std::string id = Online();
+  Peer().DrainQueue();
+  rt_.SetPhase(Pod(id), PodPhase::kRunning);
+  const std::string log = "one\ntwo\nthree\nfour\n";
+  rt_.SetLogs(Pod(id), log);
+  auto check = [&](const char* where) {
+    analyzerv1::GetAnalysisLogsRequest q;
+    q.set_analysis_id(id);
+    q.set_offset(4);
+    q.set_limit_bytes(5);
+    auto r = c_->GetAnalysisLogs(q);
+    ASSERT_TRUE(r.ok()) << where << ": " << r.status();
+    EXPECT_EQ(r->content(), "two\nt") << where;
+    EXPECT_EQ(r->next_offset(), 9) << where;
+    q.set_offset(0);
+    q.set_limit_bytes(0);
+    q.set_tail_lines(2);
+    r = c_->GetAnalysisLogs(q);
+    ASSERT_TRUE(r.ok()) << where << ": " << r.status();
+    EXPECT_EQ(r->content(), "three\nfour\n") << where;
+    EXPECT_EQ(r->next_offset(), static_cast<int64_t>(log.size())) << where << ": following goes on from the end";
+    q.set_tail_lines(0);
+    r = c_->GetAnalysisLogs(q);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->content(), "") << where;
+    EXPECT_EQ(r->next_offset(), static_cast<int64_t>(log.size())) << where;
+    q.set_tail_lines(-1);
+    EXPECT_EQ(c_->GetAnalysisLogs(q).status().code(), absl::StatusCode::kInvalidArgument);
+    q.clear_tail_lines();
+    q.set_limit_bytes(-1);
+    EXPECT_EQ(c_->GetAnalysisLogs(q).status().code(), absl::StatusCode::kInvalidArgument);
+  };
+  check("live");
+  store_.Set("analysis/e1/" + id + "/output.log", log);
+  rt_.SetPhase(Pod(id), PodPhase::kSucceeded);
+  Peer().DrainQueue();
+  ASSERT_EQ(Status(id), ANALYSIS_STATUS_SUCCEEDED);
+  check("stored");
+}
+
 TEST_F(ControllerTest, FailedPodGivesExitCodeAndLastLogLines) {
   std::string id = Online("exit 3");
   Peer().DrainQueue();
@@ -499,6 +551,25 @@ TEST_F(ControllerTest, OfflinePollerCreatesOncePerArtifactAndSkipsUnknownTypes) 
   EXPECT_EQ(all[0].status(), ANALYSIS_STATUS_RUNNING);
   const auto& args = rt_.Spec(Pod(all[0].analysis_id())).args;
   EXPECT_NE(std::find(args.begin(), args.end(), "--input=file:///data/a.txt"), args.end());
+}
+
+// More unhandled artifacts than a poll's batch, all older than a new Exp's: the new Exp is analysed in the
+// first poll, the unhandled ones are marked, and the poll names the catalog's types to the server.
+TEST_F(ControllerTest, OfflineBacklogOfUnhandledTypesDoesNotStarveNewExps) {
+  api_.AddExp("old");
+  for (int i = 0; i < 3 * config_.poll_batch + 5; ++i) {
+    api_.AddArtifact("old", "mystery", absl::StrCat("file:///data/m", i, ".bin"));
+  }
+  api_.AddExp("new");
+  api_.AddArtifact("new", "file", "file:///data/new.txt");
+  ASSERT_TRUE(Peer().PollOnce().ok());
+  Peer().DrainQueue();
+  int for_new = 0;
+  for (const auto& r : api_.AllRecords()) for_new += r.exp_id() == "new";
+  EXPECT_EQ(for_new, 1) << "found in the first poll, behind the whole backlog";
+  auto exp = api_.GetExp("old");
+  ASSERT_TRUE(exp.ok());
+  EXPECT_EQ(exp->artifacts(0).note(), "no plugin for type mystery");
 }
 
 TEST_F(ControllerTest, MutatingCallsCarryTheEpochAndAnOlderLeaderIsFenced) {

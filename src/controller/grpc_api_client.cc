@@ -3,6 +3,7 @@
 
 #include <atomic>
 
+#include "common/grpc_limits.h"
 #include "common/grpc_status.h"
 #include "controller/api_client.h"
 #include "controller/backoff.h"
@@ -12,6 +13,16 @@
 namespace falcon::controller {
 namespace {
 
+constexpr int kRunningPageSize = 500;
+constexpr int kMaxRunningPages = 10000;
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+  args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+}
+
 class GrpcApiClient : public ApiClient {
  public:
   GrpcApiClient(const std::string& target, Clock& clock, Random& random, GrpcApiClientOptions o)
@@ -19,8 +30,7 @@ class GrpcApiClient : public ApiClient {
         clock_(clock),
         options_(o),
         backoff_(o.retry_base, o.retry_max, &random),
-        stub_(apiv1::FalconAPIService::NewStub(
-            grpc::CreateChannel(target, grpc::InsecureChannelCredentials()))) {}
+        stub_(apiv1::FalconAPIService::NewStub(MakeChannel(target))) {}
 
   void SetLeaseEpoch(int64_t epoch) override { epoch_.store(epoch); }
 
@@ -38,14 +48,16 @@ class GrpcApiClient : public ApiClient {
     return resp.epoch();
   }
 
-  absl::StatusOr<std::vector<apiv1::ExpAwaiting>> ListExpsAwaitingAnalysis(int limit) override {
+  absl::StatusOr<apiv1::ListExpsAwaitingAnalysisResponse> ListExpsAwaitingAnalysis(
+      int limit, const std::vector<std::string>& handled_types) override {
     apiv1::ListExpsAwaitingAnalysisRequest req;
     req.set_limit(limit);
+    for (const std::string& t : handled_types) req.add_artifact_types(t);
     apiv1::ListExpsAwaitingAnalysisResponse resp;
     FALCON_RETURN_IF_ERROR(Call("ListExpsAwaitingAnalysis", false, [&](grpc::ClientContext* c) {
       return stub_->ListExpsAwaitingAnalysis(c, req, &resp);
     }));
-    return std::vector<apiv1::ExpAwaiting>(resp.items().begin(), resp.items().end());
+    return resp;
   }
 
   absl::StatusOr<apiv1::AnalysisRecord> CreateAnalysisRecord(
@@ -101,12 +113,25 @@ class GrpcApiClient : public ApiClient {
   }
 
   absl::StatusOr<std::vector<apiv1::AnalysisRecord>> ListRunningAnalyses() override {
+    // Page by page (slim records, at most kRunningPageSize each), so no answer nears the message limit
+    // whatever the backlog; the page count is bounded too, so a server that keeps handing out tokens
+    // cannot hold recovery forever.
+    std::vector<apiv1::AnalysisRecord> out;
     apiv1::ListRunningAnalysesRequest req;
-    apiv1::ListRunningAnalysesResponse resp;
-    FALCON_RETURN_IF_ERROR(Call("ListRunningAnalyses", false, [&](grpc::ClientContext* c) {
-      return stub_->ListRunningAnalyses(c, req, &resp);
-    }));
-    return std::vector<apiv1::AnalysisRecord>(resp.records().begin(), resp.records().end());
+    req.set_page_size(kRunningPageSize);
+    for (int pages = 0;; ++pages) {
+      if (pages >= kMaxRunningPages) {
+        return absl::ResourceExhaustedError(absl::StrCat("ListRunningAnalyses: more than ", kMaxRunningPages,
+                                                         " pages of ", kRunningPageSize, " records; stopped"));
+      }
+      apiv1::ListRunningAnalysesResponse resp;
+      FALCON_RETURN_IF_ERROR(Call("ListRunningAnalyses", false, [&](grpc::ClientContext* c) {
+        return stub_->ListRunningAnalyses(c, req, &resp);
+      }));
+      for (auto& r : *resp.mutable_records()) out.push_back(std::move(r));
+      if (resp.next_page_token().empty()) return out;
+      req.set_page_token(resp.next_page_token());
+    }
   }
 
   absl::StatusOr<apiv1::GetExpResponse> GetExp(const std::string& exp_id) override {

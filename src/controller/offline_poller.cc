@@ -1,6 +1,7 @@
 #include "controller/offline_poller.h"
 
 #include <algorithm>
+#include <set>
 #include <vector>
 
 #include "common/status.h"
@@ -10,34 +11,26 @@ namespace falcon::controller {
 
 absl::Status OfflinePoller::PollOnce() {
   if (!ctx_.acting.load()) return absl::OkStatus();
-  int skipped;
-  {
+  std::set<std::string> types;
+  for (const auto& p : ctx_.deps.catalog->plugins()) types.insert(p.artifact_types().begin(), p.artifact_types().end());
+  if (types.empty()) return absl::OkStatus();  // no plugin: nothing offline to do
+  FALCON_ASSIGN_OR_RETURN(
+      api::v1::ListExpsAwaitingAnalysisResponse resp,
+      ctx_.deps.api->ListExpsAwaitingAnalysis(ctx_.config.poll_batch, {types.begin(), types.end()}));
+  for (const std::string& t : resp.no_plugin_types()) {
     std::lock_guard<std::mutex> l(mu_);
-    skipped = static_cast<int>(skipped_artifacts_.size());
+    if (no_plugin_types_logged_.insert(t).second) {
+      spdlog::warn("offline poller: no plugin in the catalog handles artifact type '{}'; its artifacts are "
+                   "marked \"no plugin for type {}\" (falcon exp get shows it) until one does",
+                   t, t);
+    }
   }
-  // Skipped artifacts keep coming back (they have no record); ask for more so they cannot starve new ones.
-  int limit = std::min(1000, ctx_.config.poll_batch + skipped);
-  FALCON_ASSIGN_OR_RETURN(std::vector<api::v1::ExpAwaiting> items, ctx_.deps.api->ListExpsAwaitingAnalysis(limit));
   int created = 0;
-  for (const auto& item : items) {
+  for (const auto& item : resp.items()) {
     if (!ctx_.acting.load()) break;
     const auto& art = item.artifact();
-    {
-      std::lock_guard<std::mutex> l(mu_);
-      if (skipped_artifacts_.count(art.artifact_id())) continue;
-    }
     const api::v1::Plugin* plugin = ctx_.deps.catalog->ForArtifactType(art.artifact_type());
-    if (plugin == nullptr) {
-      std::lock_guard<std::mutex> l(mu_);
-      skipped_artifacts_.insert(art.artifact_id());
-      if (skipped_types_logged_.insert(art.artifact_type()).second) {
-        spdlog::warn(
-            "offline poller: no plugin in the catalog handles artifact type '{}' (artifact {} of exp {}); "
-            "skipping artifacts of this type",
-            art.artifact_type(), art.artifact_id(), item.exp().exp_id());
-      }
-      continue;
-    }
+    if (plugin == nullptr) continue;  // an older server that does not filter by type
     analyzerv1::CreateAnalysisRequest req;
     req.set_name(plugin->name() + " of " + art.artifact_id());
     req.set_exp_id(item.exp().exp_id().empty() ? art.exp_id() : item.exp().exp_id());

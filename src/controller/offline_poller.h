@@ -1,11 +1,12 @@
 // OfflinePoller: the offline half of admission's input. Each poll asks the API server for (Exp, Artifact)
 // pairs of completed Exps that have no offline analysis yet (ListExpsAwaitingAnalysis), picks the catalog
 // plugin for the artifact's type and creates the analysis through Operations (so it is validated and
-// queued like any other). Artifacts of a type no plugin handles are skipped from then on and each such
-// type is logged once.
+// queued like any other). The poll names the catalog's artifact types, so the database returns only
+// artifacts some plugin handles and marks the others "no plugin for type X" once (shown by `falcon exp
+// get`): a backlog of unhandled artifacts cannot fill the batch and starve new Exps. Each such type is
+// logged once.
 //
-// Borrows the ControllerContext and the Operations. Thread-safe (the skip lists have their own mutex: they
-// are about artifacts, not analyses, so they are not in the AnalysisTable).
+// Borrows the ControllerContext and the Operations. Thread-safe.
 #pragma once
 
 #include <mutex>
@@ -30,8 +31,7 @@ class OfflinePoller {
   ControllerContext& ctx_;
   Operations& ops_;
   std::mutex mu_;
-  std::set<std::string> skipped_artifacts_;     // guarded by mu_; no plugin for their type
-  std::set<std::string> skipped_types_logged_;  // guarded by mu_
+  std::set<std::string> no_plugin_types_logged_;  // guarded by mu_
 };
 
 }  // namespace falcon::controller

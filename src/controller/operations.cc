@@ -213,30 +213,62 @@ absl::Status Operations::DeleteAnalysis(const std::string& id, bool purge) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<analyzerv1::GetAnalysisLogsResponse> Operations::GetAnalysisLogs(const std::string& id,
-                                                                                int64_t offset) {
+size_t TailStart(std::string_view d, int64_t lines) {
+  if (lines <= 0) return d.size();
+  size_t end = d.size();
+  if (end > 0 && d[end - 1] == '\n') --end;  // the final newline ends the last line
+  while (end > 0) {
+    size_t nl = d.rfind('\n', end - 1);
+    if (nl == std::string_view::npos) return 0;
+    if (--lines == 0) return nl + 1;
+    end = nl;
+  }
+  return 0;
+}
+
+absl::StatusOr<analyzerv1::GetAnalysisLogsResponse> Operations::GetAnalysisLogs(
+    const analyzerv1::GetAnalysisLogsRequest& req) {
   FALCON_RETURN_IF_ERROR(CheckActing());
+  const std::string& id = req.analysis_id();
+  const int64_t offset = req.offset();
   if (id.empty()) return absl::InvalidArgumentError("analysis_id is required");
   if (offset < 0) return absl::InvalidArgumentError("offset must be 0 or more");
+  if (req.limit_bytes() < 0) return absl::InvalidArgumentError("limit_bytes must be 0 (the default chunk) or more");
+  if (req.has_tail_lines() && req.tail_lines() < 0) return absl::InvalidArgumentError("tail_lines must be 0 or more");
+  // Every read is one bounded range: [offset, offset + limit), or the last tail_lines lines of the last
+  // kMaxLogChunkBytes. Nothing reads a whole log.
+  const int64_t limit = req.limit_bytes() == 0 ? kMaxLogChunkBytes : std::min(req.limit_bytes(), kMaxLogChunkBytes);
+  const bool tail = req.has_tail_lines();
   FALCON_ASSIGN_OR_RETURN(AnalysisRecord rec, ctx_.deps.api->GetAnalysisRecord(id));
   const std::string key = AnalysisPrefix(rec.exp_id(), id) + "output.log";
   const bool terminal = IsTerminal(rec.status());
   analyzerv1::GetAnalysisLogsResponse resp;
+  // `data` starts at byte `start` of the log; with tail, only its last tail_lines lines are kept.
+  auto answer = [&](std::string data, int64_t start) {
+    if (tail) {
+      size_t cut = TailStart(data, req.tail_lines());
+      data.erase(0, cut);
+      start += static_cast<int64_t>(cut);
+    }
+    if (static_cast<int64_t>(data.size()) > limit) data.resize(static_cast<size_t>(limit));
+    resp.set_next_offset(start + static_cast<int64_t>(data.size()));
+    resp.set_content(std::move(data));
+  };
   auto from_store = [&]() -> absl::Status {
     auto info = ctx_.deps.store->Stat(key);
     if (!info.ok()) return info.status();
+    const int64_t from = tail ? std::max<int64_t>(0, info->size - kMaxLogChunkBytes) : offset;
     std::ostringstream out;
-    FALCON_RETURN_IF_ERROR(ctx_.deps.store->Get(key, out, offset, kMaxLogChunkBytes));
-    resp.set_content(out.str());
-    resp.set_next_offset(offset + static_cast<int64_t>(resp.content().size()));
+    FALCON_RETURN_IF_ERROR(ctx_.deps.store->Get(key, out, from, tail ? kMaxLogChunkBytes : limit));
+    answer(out.str(), from);
     resp.set_complete(terminal && resp.next_offset() >= info->size);
     return absl::OkStatus();
   };
   auto from_runtime = [&]() -> absl::Status {
-    FALCON_ASSIGN_OR_RETURN(std::string live, ctx_.deps.runtime->ReadLogs(PodNameForAnalysis(id), offset));
-    if (static_cast<int64_t>(live.size()) > kMaxLogChunkBytes) live.resize(kMaxLogChunkBytes);
-    resp.set_next_offset(offset + static_cast<int64_t>(live.size()));
-    resp.set_content(std::move(live));
+    FALCON_ASSIGN_OR_RETURN(runtime::PodRuntime::LogChunk live,
+                            ctx_.deps.runtime->ReadLogs(PodNameForAnalysis(id), tail ? -kMaxLogChunkBytes : offset,
+                                                        tail ? kMaxLogChunkBytes : limit));
+    answer(std::move(live.data), live.offset);
     resp.set_complete(false);
     return absl::OkStatus();
   };

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,7 +29,11 @@ namespace falcon::controller {
 namespace analyzerv1 = ::falcon::analyzer::v1;
 
 inline constexpr int64_t kMaxScriptBytes = 1 << 20;
-inline constexpr int64_t kMaxLogChunkBytes = 4 << 20;
+inline constexpr int64_t kMaxLogChunkBytes = 4 << 20;  // the API server refuses larger limit_bytes (api::kMaxLogChunkBytes)
+
+// Where the last `lines` lines of `d` start (a last line without its newline counts; 0 when there are
+// fewer lines). Exposed for tests.
+size_t TailStart(std::string_view d, int64_t lines);
 
 class Operations {
  public:
@@ -37,7 +42,8 @@ class Operations {
   absl::StatusOr<std::string> CreateAnalysis(const analyzerv1::CreateAnalysisRequest& req);
   absl::Status CancelAnalysis(const std::string& id);
   absl::Status DeleteAnalysis(const std::string& id, bool purge);
-  absl::StatusOr<analyzerv1::GetAnalysisLogsResponse> GetAnalysisLogs(const std::string& id, int64_t offset);
+  // One bounded range of the log (offset/limit_bytes, or tail_lines; see the request's fields).
+  absl::StatusOr<analyzerv1::GetAnalysisLogsResponse> GetAnalysisLogs(const analyzerv1::GetAnalysisLogsRequest& req);
   absl::StatusOr<std::vector<api::v1::Plugin>> ListPlugins();
   absl::StatusOr<api::v1::Plugin> GetPlugin(const std::string& name);
 

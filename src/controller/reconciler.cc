@@ -1,6 +1,12 @@
 #include "controller/reconciler.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -420,6 +426,7 @@ absl::Status Reconciler::Finish(const AnalysisRecord& rec, AnalysisStatus status
 std::string Reconciler::EnsureLog(const AnalysisRecord& rec, const std::string& pod_name, bool* stored) {
   const std::string key = AnalysisPrefix(rec.exp_id(), rec.analysis_id()) + "output.log";
   constexpr int64_t kTail = 16 * 1024;
+  constexpr int64_t kMaxSalvagedLogBytes = int64_t{1} << 30;
   bool ignored;
   bool& done = stored != nullptr ? *stored : ignored;
   done = false;
@@ -431,7 +438,42 @@ std::string Reconciler::EnsureLog(const AnalysisRecord& rec, const std::string& 
     if (s.ok()) return out.str();
     return "";
   }
-  auto logs = ctx_.deps.runtime->ReadLogs(pod_name, 0);
+  // The runtime's log goes to a temporary file piece by piece (never whole in memory), at most
+  // kMaxSalvagedLogBytes, then to the store; the last kTail bytes are kept for the failure message.
+  std::string tail;
+  std::string tmpl = (std::filesystem::temp_directory_path() / "falcon-salvage-XXXXXX").string();
+  int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) {
+    spdlog::warn("analysis {}: cannot make a temporary file to salvage the pod log: {}", rec.analysis_id(),
+                 std::strerror(errno));
+    return "";
+  }
+  struct Cleanup {
+    int fd;
+    std::string path;
+    ~Cleanup() {
+      ::close(fd);
+      ::unlink(path.c_str());
+    }
+  } cleanup{fd, tmpl};
+  bool write_failed = false;
+  int64_t copied = 0;
+  auto logs = ctx_.deps.runtime->StreamLogs(pod_name, 0, kMaxSalvagedLogBytes, [&](std::string_view piece) {
+    copied += static_cast<int64_t>(piece.size());
+    tail.append(piece.data(), piece.size());
+    if (tail.size() > static_cast<size_t>(2 * kTail)) tail.erase(0, tail.size() - kTail);
+    for (size_t done = 0; done < piece.size();) {
+      ssize_t n = ::write(fd, piece.data() + done, piece.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        write_failed = true;
+        return false;
+      }
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  });
+  if (tail.size() > static_cast<size_t>(kTail)) tail.erase(0, tail.size() - kTail);
   if (!logs.ok()) {
     // No log anywhere (the Pod or its log is gone): nothing to keep the Pod for.
     done = absl::IsNotFound(logs.status()) || absl::IsFailedPrecondition(logs.status());
@@ -439,22 +481,26 @@ std::string Reconciler::EnsureLog(const AnalysisRecord& rec, const std::string& 
                  std::string(info.status().message()), std::string(logs.status().message()));
     return "";
   }
-  std::string tail = logs->size() > static_cast<size_t>(kTail) ? logs->substr(logs->size() - kTail) : *logs;
+  if (write_failed) {
+    spdlog::warn("analysis {}: writing the pod log to {} failed: {}; keeping pod {} until it is stored",
+                 rec.analysis_id(), tmpl, std::strerror(errno), pod_name);
+    return tail;
+  }
   if (!absl::IsNotFound(info.status())) {
     // The store cannot say whether the runner's log is there: do not overwrite it; look again later.
     spdlog::warn("analysis {}: cannot check for output.log in the object store: {}; keeping pod {} until it can",
                  rec.analysis_id(), std::string(info.status().message()), pod_name);
     return tail;
   }
-  std::istringstream in(*logs);
-  absl::Status s = ctx_.deps.store->Put(key, in);
+  absl::Status s = ctx_.deps.store->PutFile(key, tmpl);
   if (!s.ok()) {
     spdlog::warn("analysis {}: storing the runtime's log as output.log failed: {}; keeping pod {} until it is stored",
                  rec.analysis_id(), std::string(s.message()), pod_name);
   } else {
     done = true;
-    spdlog::info("analysis {}: stored the runtime's pod log as output.log ({} bytes)",
-                 rec.analysis_id(), logs->size());
+    spdlog::info("analysis {}: stored the runtime's pod log as output.log ({} bytes{})", rec.analysis_id(), copied,
+                 copied >= kMaxSalvagedLogBytes ? absl::StrCat(", cut at the salvage limit of ", kMaxSalvagedLogBytes)
+                                                : std::string());
   }
   return tail;
 }

@@ -53,7 +53,7 @@ class Service final : public analyzerv1::AnalyzerControllerService::Service {
   grpc::Status GetAnalysisLogs(grpc::ServerContext* ctx, const analyzerv1::GetAnalysisLogsRequest* req,
                                analyzerv1::GetAnalysisLogsResponse* resp) override {
     return Guard(callers_, ctx, [&]() -> absl::Status {
-      FALCON_ASSIGN_OR_RETURN(*resp, c_.GetAnalysisLogs(req->analysis_id(), req->offset()));
+      FALCON_ASSIGN_OR_RETURN(*resp, c_.GetAnalysisLogs(*req));
       return absl::OkStatus();
     });
   }

@@ -318,13 +318,21 @@ TEST_F(KubeTest, PodRunsToCompletionWithExitCodeAndLogs) {
   EXPECT_EQ(fail->exit_code, 3);
   EXPECT_EQ(fail->reason, "Error");
 
-  auto logs = rt.ReadLogs("falcon-analysis-ok1");
+  auto logs = rt.ReadLogs("falcon-analysis-ok1", 0, -1);
   ASSERT_TRUE(logs.ok()) << logs.status();
-  EXPECT_NE(logs->find("hello from the pod"), std::string::npos) << *logs;
-  EXPECT_NE(logs->find("to-stderr"), std::string::npos);
-  auto tail = rt.ReadLogs("falcon-analysis-ok1", 5);
-  ASSERT_TRUE(tail.ok());
-  EXPECT_EQ(*tail, logs->substr(5));
+  EXPECT_NE(logs->data.find("hello from the pod"), std::string::npos) << logs->data;
+  EXPECT_NE(logs->data.find("to-stderr"), std::string::npos);
+  auto from = rt.ReadLogs("falcon-analysis-ok1", 5, -1);
+  ASSERT_TRUE(from.ok());
+  EXPECT_EQ(from->data, logs->data.substr(5));
+  // A bounded range (limitBytes on the real API server) and the last bytes with their offset.
+  auto some = rt.ReadLogs("falcon-analysis-ok1", 2, 4);
+  ASSERT_TRUE(some.ok());
+  EXPECT_EQ(some->data, logs->data.substr(2, 4));
+  auto last = rt.ReadLogs("falcon-analysis-ok1", -3, 100);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->data, logs->data.substr(logs->data.size() - 3));
+  EXPECT_EQ(last->offset, static_cast<int64_t>(logs->data.size()) - 3);
 
   auto list = rt.List({{runtime::kExpIdLabel, "exp1"}});
   ASSERT_TRUE(list.ok());
@@ -336,7 +344,7 @@ TEST_F(KubeTest, PodRunsToCompletionWithExitCodeAndLogs) {
     }
     return false;
   }, 10s)) << "the watch did not deliver the Failed phase";
-  EXPECT_EQ(rt.ReadLogs("falcon-analysis-absent").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(rt.ReadLogs("falcon-analysis-absent", 0, -1).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(KubeTest, FollowLogsAndDeleteWithGrace) {

@@ -372,19 +372,57 @@ std::unique_ptr<runtime::WatchHandle> KubernetesRuntime::Watch(
       cache_);
 }
 
-absl::StatusOr<std::string> KubernetesRuntime::ReadLogs(const std::string& name, int64_t offset) {
-  auto r = client_.Do("GET", absl::StrCat(PodsPath(), "/", name, "/log?container=", options_.container_name));
-  if (!r.ok()) return r.status();
-  if (r->code == 404) return StatusFromResponse(*r, "GET log of Pod " + name);
-  if (r->code == 400) {
-    // "container ... is waiting to start" / not yet scheduled: no log yet, if the Pod still exists.
-    auto pod = Get(name);
-    if (!pod.ok()) return pod.status();
-    return std::string();
+absl::StatusOr<int64_t> KubernetesRuntime::StreamLogs(const std::string& name, int64_t offset, int64_t max_bytes,
+                                                       const std::function<bool(std::string_view)>& sink) {
+  std::string path = absl::StrCat(PodsPath(), "/", name, "/log?container=", options_.container_name);
+  if (offset >= 0 && max_bytes >= 0) {
+    if (max_bytes == 0) return offset;
+    if (offset <= INT64_MAX - max_bytes) absl::StrAppend(&path, "&limitBytes=", offset + max_bytes);
   }
-  if (r->code < 200 || r->code >= 300) return StatusFromResponse(*r, "GET log of Pod " + name);
-  if (offset >= static_cast<int64_t>(r->body.size())) return std::string();
-  return r->body.substr(offset < 0 ? 0 : offset);
+  const int64_t keep_last = offset < 0 ? -offset : 0;
+  int64_t seen = 0, delivered = 0;
+  bool stopped = false;
+  std::string last;  // offset < 0: the last keep_last bytes read so far (at most twice that, briefly)
+  auto deliver = [&](std::string_view d) {
+    if (max_bytes >= 0 && delivered + static_cast<int64_t>(d.size()) > max_bytes) {
+      d = d.substr(0, static_cast<size_t>(max_bytes - delivered));
+    }
+    delivered += static_cast<int64_t>(d.size());
+    if (!d.empty() && !sink(d)) return false;
+    return max_bytes < 0 || delivered < max_bytes;
+  };
+  auto on_data = [&](std::string_view d) {
+    const int64_t before = seen;
+    seen += static_cast<int64_t>(d.size());
+    if (offset < 0) {
+      last.append(d.data(), d.size());
+      if (static_cast<int64_t>(last.size()) > 2 * keep_last) last.erase(0, last.size() - keep_last);
+      return true;
+    }
+    if (seen <= offset) return true;  // still before the offset: dropped
+    if (before < offset) d.remove_prefix(static_cast<size_t>(offset - before));
+    if (!deliver(d)) {
+      stopped = true;
+      return false;
+    }
+    return true;
+  };
+  absl::Status s = client_.Stream(path, on_data, [] { return false; }, kLogReadTimeout);
+  if (!s.ok() && !stopped) {
+    if (absl::IsInvalidArgument(s)) {
+      // "container ... is waiting to start" / not yet scheduled: no log yet, if the Pod still exists.
+      auto pod = Get(name);
+      if (!pod.ok()) return pod.status();
+      return std::max<int64_t>(offset, 0);
+    }
+    return absl::Status(s.code(), absl::StrCat("reading the log of Pod ", name, " (bounded by ",
+                                               kLogReadTimeout.count(), " s): ", s.message()));
+  }
+  if (offset >= 0) return offset;
+  if (static_cast<int64_t>(last.size()) > keep_last) last.erase(0, last.size() - keep_last);
+  const int64_t start = seen - static_cast<int64_t>(last.size());
+  deliver(last);
+  return start;
 }
 
 absl::Status KubernetesRuntime::FollowLogs(const std::string& name,

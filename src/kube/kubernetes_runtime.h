@@ -81,7 +81,12 @@ class KubernetesRuntime : public runtime::PodRuntime {
   std::unique_ptr<runtime::WatchHandle> Watch(const runtime::LabelSelector& selector,
                                               std::function<void(const runtime::PodEvent&)> on_event) override;
   // The container log from `offset`. "" while the Pod has not started; NOT_FOUND if the Pod is gone.
-  absl::StatusOr<std::string> ReadLogs(const std::string& name, int64_t offset = 0) override;
+  // Streams GET .../log (limitBytes = offset + max_bytes when both are known): the bytes before `offset`
+  // are read and dropped, never kept; for offset < 0 only the last -offset bytes are kept while reading.
+  // Bounded by kLogReadTimeout.
+  absl::StatusOr<int64_t> StreamLogs(const std::string& name, int64_t offset, int64_t max_bytes,
+                                     const std::function<bool(std::string_view)>& sink) override;
+  static constexpr std::chrono::seconds kLogReadTimeout{60};
 
   // Follows the log (`follow=true`) from the start: `on_data` gets chunks until the container ends (OK),
   // `should_stop` returns true (CANCELLED), or the stream fails.

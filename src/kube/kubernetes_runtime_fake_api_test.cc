@@ -198,16 +198,23 @@ TEST_F(KubernetesRuntimeFakeApiTest, DeleteIsGracefulAndIdempotentForTheCaller) 
 
 TEST_F(KubernetesRuntimeFakeApiTest, ReadLogsFromAnOffset) {
   ASSERT_TRUE(rt_.Create(Spec("a1")).ok());
-  auto pending = rt_.ReadLogs("falcon-analysis-a1");
+  auto pending = rt_.ReadLogs("falcon-analysis-a1", 0, -1);
   ASSERT_TRUE(pending.ok()) << pending.status();
-  EXPECT_EQ(*pending, "") << "no log before the container starts";
+  EXPECT_EQ(pending->data, "") << "no log before the container starts";
   ASSERT_TRUE(fake_.SetPodRunning(kNs, "falcon-analysis-a1"));
   fake_.AppendPodLog(kNs, "falcon-analysis-a1", "hello\nworld\n");
-  EXPECT_EQ(*rt_.ReadLogs("falcon-analysis-a1"), "hello\nworld\n");
-  EXPECT_EQ(*rt_.ReadLogs("falcon-analysis-a1", 6), "world\n");
-  EXPECT_EQ(*rt_.ReadLogs("falcon-analysis-a1", 100), "");
+  EXPECT_EQ(rt_.ReadLogs("falcon-analysis-a1", 0, -1)->data, "hello\nworld\n");
+  EXPECT_EQ(rt_.ReadLogs("falcon-analysis-a1", 6, -1)->data, "world\n");
+  EXPECT_EQ(rt_.ReadLogs("falcon-analysis-a1", 100, -1)->data, "");
   EXPECT_NE(fake_.Requests().back().find("container=runner"), std::string::npos);
-  EXPECT_EQ(rt_.ReadLogs("falcon-analysis-none").status().code(), absl::StatusCode::kNotFound);
+  // A range asks the server for no more than it needs (limitBytes) and keeps only the range.
+  EXPECT_EQ(rt_.ReadLogs("falcon-analysis-a1", 2, 5)->data, "llo\nw");
+  EXPECT_NE(fake_.Requests().back().find("limitBytes=7"), std::string::npos) << fake_.Requests().back();
+  auto last = rt_.ReadLogs("falcon-analysis-a1", -6, 100);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->data, "world\n");
+  EXPECT_EQ(last->offset, 6);
+  EXPECT_EQ(rt_.ReadLogs("falcon-analysis-none", 0, -1).status().code(), absl::StatusCode::kNotFound);
 
   std::string followed;
   ASSERT_TRUE(fake_.SetPodTerminated(kNs, "falcon-analysis-a1", 0, "Completed"));

@@ -397,19 +397,28 @@ std::unique_ptr<WatchHandle> LocalRuntime::Watch(const LabelSelector& selector,
   return std::make_unique<LocalWatch>(this, selector, std::move(on_event), options_.watch_interval_ms);
 }
 
-absl::StatusOr<std::string> LocalRuntime::ReadLogs(const std::string& name, int64_t offset) {
+absl::StatusOr<int64_t> LocalRuntime::StreamLogs(const std::string& name, int64_t offset, int64_t max_bytes,
+                                                  const std::function<bool(std::string_view)>& sink) {
   FALCON_RETURN_IF_ERROR(local::ValidatePodName(name));
-  if (offset < 0) return absl::InvalidArgumentError("log offset must be >= 0");
   std::ifstream in(LogPath(name), std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("Pod '", name, "' not found"));
   in.seekg(0, std::ios::end);
-  int64_t size = in.tellg();
-  if (offset >= size) return std::string();
-  in.seekg(offset);
-  std::string out(static_cast<size_t>(size - offset), '\0');
-  in.read(out.data(), static_cast<std::streamsize>(out.size()));
-  out.resize(static_cast<size_t>(in.gcount()));
-  return out;
+  const int64_t size = in.tellg();
+  const int64_t start = offset < 0 ? std::max<int64_t>(0, size + offset) : offset;
+  if (start >= size) return start;
+  in.seekg(start);
+  // Up to the size seen now (a running Pod's log grows; the next read continues from there).
+  int64_t left = size - start;
+  if (max_bytes >= 0) left = std::min(left, max_bytes);
+  std::string piece(static_cast<size_t>(std::min<int64_t>(left, 64 * 1024)), '\0');
+  while (left > 0) {
+    in.read(piece.data(), static_cast<std::streamsize>(std::min<int64_t>(left, piece.size())));
+    const auto n = static_cast<int64_t>(in.gcount());
+    if (n <= 0) break;
+    left -= n;
+    if (!sink(std::string_view(piece.data(), static_cast<size_t>(n)))) break;
+  }
+  return start;
 }
 
 absl::Status LocalRuntime::Delete(const std::string& name, int grace_seconds) {

@@ -94,7 +94,8 @@ class LocalRuntime : public PodRuntime {
   absl::StatusOr<std::vector<PodStatus>> List(const LabelSelector& selector) override;
   std::unique_ptr<WatchHandle> Watch(const LabelSelector& selector,
                                      std::function<void(const PodEvent&)> on_event) override;
-  absl::StatusOr<std::string> ReadLogs(const std::string& name, int64_t offset = 0) override;
+  absl::StatusOr<int64_t> StreamLogs(const std::string& name, int64_t offset, int64_t max_bytes,
+                                     const std::function<bool(std::string_view)>& sink) override;
 
   // The Pod's scratch dir and log file (whether or not the Pod exists).
   std::filesystem::path WorkDir(const std::string& name) const;

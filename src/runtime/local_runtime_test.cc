@@ -131,12 +131,23 @@ TEST_F(LocalRuntimeTest, RunsToCompletionWithExitCodeAndLogs) {
   EXPECT_TRUE(p.started_at.has_value());
   EXPECT_TRUE(p.finished_at.has_value());
   EXPECT_EQ(p.labels.at("test"), "ok");
-  auto logs = rt_->ReadLogs("ok");
+  auto logs = rt_->ReadLogs("ok", 0, -1);
   ASSERT_TRUE(logs.ok());
-  EXPECT_EQ(*logs, "hello\noops\n");
-  auto tail = rt_->ReadLogs("ok", 6);
-  ASSERT_TRUE(tail.ok());
-  EXPECT_EQ(*tail, "oops\n");
+  EXPECT_EQ(logs->data, "hello\noops\n");
+  auto from = rt_->ReadLogs("ok", 6, -1);
+  ASSERT_TRUE(from.ok());
+  EXPECT_EQ(from->data, "oops\n");
+  // Bounded ranges: at most max_bytes, and the last N bytes with their offset.
+  auto some = rt_->ReadLogs("ok", 1, 3);
+  ASSERT_TRUE(some.ok());
+  EXPECT_EQ(some->data, "ell");
+  auto last = rt_->ReadLogs("ok", -5, 100);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ(last->data, "oops\n");
+  EXPECT_EQ(last->offset, 6);
+  auto past = rt_->ReadLogs("ok", 100, 10);
+  ASSERT_TRUE(past.ok());
+  EXPECT_EQ(past->data, "");
 
   ASSERT_TRUE(rt_->Create(ShellPod("fails", "exit 7")).ok());
   p = WaitTerminal("fails");
@@ -154,7 +165,7 @@ TEST_F(LocalRuntimeTest, CreateIsAtomicOnNameCollisionsAndValidates) {
   EXPECT_EQ(rt_->Create(empty).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(rt_->Get("nope").status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(rt_->Delete("nope", 0).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(rt_->ReadLogs("nope").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(rt_->ReadLogs("nope", 0, -1).status().code(), absl::StatusCode::kNotFound);
 
   // Concurrent creators of one name: exactly one wins.
   std::atomic<int> ok{0}, exists{0};
@@ -187,8 +198,8 @@ TEST_F(LocalRuntimeTest, LogsAreReadableWhileRunning) {
   ASSERT_TRUE(rt_->Create(ShellPod("live", "echo first; sleep 30")).ok());
   EXPECT_TRUE(WaitFor(
       [&] {
-        auto l = rt_->ReadLogs("live");
-        return l.ok() && *l == "first\n";
+        auto l = rt_->ReadLogs("live", 0, -1);
+        return l.ok() && l->data == "first\n";
       },
       10s));
   auto p = rt_->Get("live");
@@ -369,14 +380,14 @@ TEST_F(RunnerPodTest, RunsAPluginOverStagedInputs) {
   s.args.push_back("--input=" + store_->Uri("exps/e1/artifacts/"));
   ASSERT_TRUE(rt_->Create(s).ok());
   PodStatus p = WaitTerminal("falcon-analysis-a1", 30s);
-  auto logs = rt_->ReadLogs("falcon-analysis-a1");
-  ASSERT_EQ(p.phase, PodPhase::kSucceeded) << (logs.ok() ? *logs : "");
+  auto logs = rt_->ReadLogs("falcon-analysis-a1", 0, 1 << 20);
+  ASSERT_EQ(p.phase, PodPhase::kSucceeded) << (logs.ok() ? logs->data : "");
   std::string jsonl = Get("analysis/e1/a1/file-stats.jsonl");
   EXPECT_TRUE(absl::StrContains(jsonl, "\"path\":\"artifacts/x.json\"")) << jsonl;
   EXPECT_TRUE(absl::StrContains(jsonl, "\"format\":\"json\"")) << jsonl;
   EXPECT_TRUE(absl::StrContains(Get("analysis/e1/a1/output.log"), "command exited with code 0"));
   // The Pod log (runtime) carries the same lines as output.log.
-  EXPECT_TRUE(logs.ok() && absl::StrContains(*logs, "staged"));
+  EXPECT_TRUE(logs.ok() && absl::StrContains(logs->data, "staged"));
 }
 
 TEST_F(RunnerPodTest, ExitCodesAndDeadlineThroughTheRunner) {

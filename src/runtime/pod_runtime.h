@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -93,8 +94,28 @@ class PodRuntime {
   // events as hints and read the current state (level-triggered).
   virtual std::unique_ptr<WatchHandle> Watch(const LabelSelector& selector,
                                              std::function<void(const PodEvent&)> on_event) = 0;
-  // The Pod's combined stdout+stderr from byte `offset` (also while running). NOT_FOUND if the Pod is gone.
-  virtual absl::StatusOr<std::string> ReadLogs(const std::string& name, int64_t offset = 0) = 0;
+  // The Pod's combined stdout+stderr (also while running), delivered in pieces to `sink` (return false to
+  // stop): from byte `offset`, or with offset < 0 the last -offset bytes; at most `max_bytes` (< 0: to the
+  // end). Never holds more than one piece (or, for offset < 0, -offset bytes) in memory. Returns the byte
+  // offset of the first byte delivered. NOT_FOUND if the Pod is gone.
+  virtual absl::StatusOr<int64_t> StreamLogs(const std::string& name, int64_t offset, int64_t max_bytes,
+                                             const std::function<bool(std::string_view)>& sink) = 0;
+
+  // StreamLogs into a string: at most max_bytes (a bound is required: logs can be any size).
+  struct LogChunk {
+    std::string data;
+    int64_t offset = 0;  // of data[0] in the log
+  };
+  absl::StatusOr<LogChunk> ReadLogs(const std::string& name, int64_t offset, int64_t max_bytes) {
+    LogChunk c;
+    auto start = StreamLogs(name, offset, max_bytes, [&](std::string_view piece) {
+      c.data.append(piece.data(), piece.size());
+      return true;
+    });
+    if (!start.ok()) return start.status();
+    c.offset = *start;
+    return c;
+  }
 };
 
 }  // namespace falcon::runtime

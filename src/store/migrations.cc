@@ -185,6 +185,11 @@ const std::vector<Migration>& Migrations() {
   INDEX audit_events_time (time, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin)",
        }},
+      {4,
+       "artifacts no plugin handles are marked (offline_done = 2) and found again by type when a plugin "
+       "for it appears",
+       {"CREATE INDEX IF NOT EXISTS artifacts_by_type ON artifacts(exp_completed, offline_done, artifact_type)"},
+       {"CREATE INDEX IF NOT EXISTS artifacts_by_type ON artifacts(exp_completed, offline_done, artifact_type)"}},
   };
   return *kMigrations;
 }

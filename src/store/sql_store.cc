@@ -4,6 +4,7 @@
 
 #include "falcon/api/v1/status_words.h"
 #include "common/rfc3339.h"
+#include "common/status.h"
 
 #include <algorithm>
 #include <map>
@@ -25,6 +26,11 @@ using google::protobuf::Timestamp;
 constexpr size_t kMaxIdBytes = 128;
 constexpr int kMaxPageSize = 1000;
 constexpr int kMaxAttempts = 3;
+constexpr size_t kMaxHandledTypes = 256;
+constexpr size_t kMaxArtifactTypeBytes = 64;  // artifacts.artifact_type is VARCHAR(64)
+// artifacts.offline_done: 0 awaiting (or not yet completed), 1 has its offline record, 2 no plugin handles
+// its type (FindAwaitingAnalysis marks it).
+constexpr int64_t kOfflineNoPlugin = 2;
 
 // --- value conversions ---
 
@@ -109,6 +115,11 @@ Artifact ParseArtifact(const SqlRow& r, size_t o = 0) {
 constexpr char kRecordCols[] =
     "analysis_id, name, exp_id, artifact_id, analysis_type, plugin_name, status, result_gcs_path, "
     "error_message, command, script_content, script_name, created_at, updated_at, created_by";
+// The same columns without the two that may be large (a script is up to 1 MiB): for listings that feed a
+// reconciler, which reads one full record when it needs it.
+constexpr char kSlimRecordCols[] =
+    "analysis_id, name, exp_id, artifact_id, analysis_type, plugin_name, status, result_gcs_path, "
+    "error_message, '', '', script_name, created_at, updated_at, created_by";
 AnalysisRecord ParseRecord(const SqlRow& r) {
   AnalysisRecord a;
   a.set_analysis_id(Str(r[0]));
@@ -151,18 +162,24 @@ absl::StatusOr<int> PageSize(int requested, int default_size) {
 }
 
 // Page tokens: web-safe base64 of "<created_at micros>|<id>" of the last row of the previous page.
+std::string RawCursor(int64_t created_us, const std::string& id) { return absl::StrCat(created_us, "|", id); }
+bool ParseRawCursor(const std::string& raw, int64_t* created_us, std::string* id) {
+  size_t bar = raw.find('|');
+  if (bar == std::string::npos || bar == 0 || bar + 1 >= raw.size()) return false;
+  if (!absl::SimpleAtoi(raw.substr(0, bar), created_us)) return false;
+  *id = raw.substr(bar + 1);
+  return true;
+}
+absl::Status BadPageToken() {
+  return absl::InvalidArgumentError(
+      "page_token is not valid; pass the next_page_token of the previous page unchanged");
+}
 std::string EncodeToken(int64_t created_us, const std::string& id) {
-  return absl::WebSafeBase64Escape(absl::StrCat(created_us, "|", id));
+  return absl::WebSafeBase64Escape(RawCursor(created_us, id));
 }
 absl::Status DecodeToken(const std::string& token, int64_t* created_us, std::string* id) {
   std::string raw;
-  const absl::Status bad = absl::InvalidArgumentError(
-      "page_token is not valid; pass the next_page_token of the previous page unchanged");
-  if (!absl::WebSafeBase64Unescape(token, &raw)) return bad;
-  size_t bar = raw.find('|');
-  if (bar == std::string::npos || bar == 0 || bar + 1 >= raw.size()) return bad;
-  if (!absl::SimpleAtoi(raw.substr(0, bar), created_us)) return bad;
-  *id = raw.substr(bar + 1);
+  if (!absl::WebSafeBase64Unescape(token, &raw) || !ParseRawCursor(raw, created_us, id)) return BadPageToken();
   return absl::OkStatus();
 }
 
@@ -356,7 +373,7 @@ class SqlStore : public Store {
     using Result = std::vector<Artifact>;
     return Run<Result>([&](SqlConn& c) -> absl::StatusOr<Result> {
       auto rows = c.Query(absl::StrCat("SELECT ", kArtifactCols,
-                                       " FROM artifacts WHERE exp_id = ? "
+                                       ", offline_done FROM artifacts WHERE exp_id = ? "
                                        "ORDER BY created_at, artifact_id"),
                           {exp_id});
       if (!rows.ok()) return rows.status();
@@ -366,52 +383,106 @@ class SqlStore : public Store {
         if (!e.ok()) return e.status();
       }
       Result out;
-      for (const SqlRow& r : *rows) out.push_back(ParseArtifact(r));
+      for (const SqlRow& r : *rows) {
+        Artifact a = ParseArtifact(r);
+        if (Int(r[5]) == kOfflineNoPlugin) a.set_note("no plugin for type " + a.artifact_type());
+        out.push_back(std::move(a));
+      }
       return out;
     });
   }
 
-  absl::StatusOr<std::vector<ExpAwaitingRow>> ListExpsAwaitingAnalysis(int limit) override {
-    if (limit <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat("limit must be positive, got ", limit));
-    }
-    limit = std::min(limit, kMaxPageSize);
+  // One batch of awaiting rows along artifacts_awaiting (see the constructor), every type.
+  absl::StatusOr<std::vector<ExpAwaitingRow>> QueryAwaiting(SqlConn& c, int limit) {
     using Result = std::vector<ExpAwaitingRow>;
-    return Run<Result>([&](SqlConn& c) -> absl::StatusOr<Result> {
-      auto rows = c.Query(awaiting_sql_, {int64_t{limit}});
-      if (!rows.ok()) return rows.status();
-      Result out;
-      if (dialect_ == Dialect::kMysql) {
-        for (const SqlRow& r : *rows) out.push_back({ParseExp(r, 5), ParseArtifact(r, 0)});
+    auto rows = c.Query(awaiting_sql_, {int64_t{limit}});
+    if (!rows.ok()) return rows.status();
+    Result out;
+    if (dialect_ == Dialect::kMysql) {
+      for (const SqlRow& r : *rows) out.push_back({ParseExp(r, 5), ParseArtifact(r, 0)});
+      return out;
+    }
+    // SQLite: fetch the distinct Exps by key. The IN list is padded to a power of two so only a few
+    // statement shapes get prepared.
+    std::vector<std::string> ids;
+    std::set<std::string> seen;
+    for (const SqlRow& r : *rows) {
+      if (seen.insert(Str(r[1])).second) ids.push_back(Str(r[1]));
+    }
+    std::map<std::string, Exp> exps;
+    if (!ids.empty()) {
+      size_t width = 8;
+      while (width < ids.size()) width *= 2;
+      std::vector<SqlValue> args;
+      for (size_t i = 0; i < width; ++i) args.push_back(ids[std::min(i, ids.size() - 1)]);
+      auto erows = c.Query(absl::StrCat("SELECT ", kExpCols, " FROM exps WHERE exp_id IN (",
+                                        Placeholders(width), ")"),
+                           args);
+      if (!erows.ok()) return erows.status();
+      for (const SqlRow& r : *erows) {
+        Exp e = ParseExp(r);
+        exps.emplace(e.exp_id(), std::move(e));
+      }
+    }
+    for (const SqlRow& r : *rows) {
+      auto it = exps.find(Str(r[1]));
+      if (it == exps.end()) continue;
+      out.push_back({it->second, ParseArtifact(r, 0)});
+    }
+    return out;
+  }
+
+  absl::StatusOr<AwaitingResult> FindAwaitingAnalysis(const AwaitingQuery& q) override {
+    if (q.limit <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat("limit must be positive, got ", q.limit));
+    }
+    const int limit = std::min(q.limit, kMaxPageSize);
+    if (q.handled_types.size() > kMaxHandledTypes) {
+      return absl::InvalidArgumentError(absl::StrCat(q.handled_types.size(), " artifact types given; at most ",
+                                                     kMaxHandledTypes, " are allowed"));
+    }
+    std::set<std::string> handled;
+    for (const std::string& t : q.handled_types) {
+      if (t.empty() || t.size() > kMaxArtifactTypeBytes) {
+        return absl::InvalidArgumentError(absl::StrCat("artifact type '", t.substr(0, kMaxArtifactTypeBytes),
+                                                       "' must be 1 to ", kMaxArtifactTypeBytes, " bytes"));
+      }
+      handled.insert(t);
+    }
+    return Run<AwaitingResult>([&](SqlConn& c) -> absl::StatusOr<AwaitingResult> {
+      AwaitingResult out;
+      if (handled.empty()) {
+        FALCON_ASSIGN_OR_RETURN(out.rows, QueryAwaiting(c, limit));
         return out;
       }
-      // SQLite: fetch the distinct Exps by key. The IN list is padded to a power of two so only a few
-      // statement shapes get prepared.
-      std::vector<std::string> ids;
-      std::set<std::string> seen;
-      for (const SqlRow& r : *rows) {
-        if (seen.insert(Str(r[1])).second) ids.push_back(Str(r[1]));
+      // Both statements walk artifacts_by_type (exp_completed, offline_done, artifact_type) only.
+      std::vector<SqlValue> args{kOfflineNoPlugin};
+      args.insert(args.end(), handled.begin(), handled.end());
+      const std::string in_list = absl::StrCat("(", Placeholders(handled.size()), ")");
+      // A type that gained a plugin: its marked artifacts await again.
+      FALCON_RETURN_IF_ERROR(c.Exec(absl::StrCat("UPDATE artifacts SET offline_done = 0 WHERE exp_completed = 1 "
+                                                 "AND offline_done = ? AND artifact_type IN ", in_list),
+                                    args));
+      // Awaiting artifacts of other types are marked, once: they never fill a batch again, however many.
+      std::vector<SqlValue> other(args.begin() + 1, args.end());
+      FALCON_ASSIGN_OR_RETURN(std::vector<SqlRow> types,
+                              c.Query(absl::StrCat("SELECT DISTINCT artifact_type FROM artifacts WHERE "
+                                                   "exp_completed = 1 AND offline_done = 0 AND artifact_type "
+                                                   "NOT IN ", in_list),
+                                      other));
+      std::set<std::string> marked_types;
+      if (!types.empty()) {
+        FALCON_RETURN_IF_ERROR(c.Exec(absl::StrCat("UPDATE artifacts SET offline_done = ? WHERE exp_completed = 1 "
+                                                   "AND offline_done = 0 AND artifact_type NOT IN ", in_list),
+                                      args));
+        for (const SqlRow& r : types) marked_types.insert(Str(r[0]));
       }
-      std::map<std::string, Exp> exps;
-      if (!ids.empty()) {
-        size_t width = 8;
-        while (width < ids.size()) width *= 2;
-        std::vector<SqlValue> args;
-        for (size_t i = 0; i < width; ++i) args.push_back(ids[std::min(i, ids.size() - 1)]);
-        auto erows = c.Query(absl::StrCat("SELECT ", kExpCols, " FROM exps WHERE exp_id IN (",
-                                          Placeholders(width), ")"),
-                             args);
-        if (!erows.ok()) return erows.status();
-        for (const SqlRow& r : *erows) {
-          Exp e = ParseExp(r);
-          exps.emplace(e.exp_id(), std::move(e));
-        }
+      FALCON_ASSIGN_OR_RETURN(std::vector<ExpAwaitingRow> rows, QueryAwaiting(c, limit));
+      for (ExpAwaitingRow& r : rows) {
+        // One registered since the statements above is met again, and marked, next time.
+        if (handled.count(r.artifact.artifact_type())) out.rows.push_back(std::move(r));
       }
-      for (const SqlRow& r : *rows) {
-        auto it = exps.find(Str(r[1]));
-        if (it == exps.end()) continue;
-        out.push_back({it->second, ParseArtifact(r, 0)});
-      }
+      out.no_plugin_types.assign(marked_types.begin(), marked_types.end());
       return out;
     });
   }
@@ -626,17 +697,48 @@ class SqlStore : public Store {
     });
   }
 
-  absl::StatusOr<std::vector<AnalysisRecord>> ListNonTerminalAnalyses() override {
-    using Result = std::vector<AnalysisRecord>;
-    return Run<Result>([&](SqlConn& c) -> absl::StatusOr<Result> {
-      auto rows = c.Query(absl::StrCat("SELECT ", kRecordCols,
-                                       " FROM analysis_records WHERE status IN ('pending', "
-                                       "'running') ORDER BY created_at, analysis_id"),
-                          {});
+  absl::StatusOr<AnalysisPage> ListNonTerminalAnalyses(int page_size, const std::string& page_token) override {
+    absl::StatusOr<int> size = PageSize(page_size, kDefaultNonTerminalPage);
+    if (!size.ok()) return size.status();
+    // The token names the phase ("pending", then "running") and the last row of the previous page in it.
+    std::string phase = "pending", after_id;
+    int64_t after_ts = 0;
+    bool has_cursor = false;
+    if (!page_token.empty()) {
+      std::string raw;
+      if (!absl::WebSafeBase64Unescape(page_token, &raw)) return BadPageToken();
+      size_t colon = raw.find(':');
+      if (colon == std::string::npos) return BadPageToken();
+      phase = raw.substr(0, colon);
+      if (phase != "pending" && phase != "running") return BadPageToken();
+      if (colon + 1 < raw.size()) {
+        if (!ParseRawCursor(raw.substr(colon + 1), &after_ts, &after_id)) return BadPageToken();
+        has_cursor = true;
+      }
+    }
+    std::string sql = absl::StrCat("SELECT ", kSlimRecordCols, " FROM analysis_records WHERE status = ?");
+    std::vector<SqlValue> args{phase};
+    if (has_cursor) {
+      absl::StrAppend(&sql, " AND (created_at > ? OR (created_at = ? AND analysis_id > ?))");
+      args.insert(args.end(), {after_ts, after_ts, after_id});
+    }
+    absl::StrAppend(&sql, " ORDER BY created_at, analysis_id LIMIT ?");
+    args.push_back(int64_t{*size + 1});
+    return Run<AnalysisPage>([&](SqlConn& c) -> absl::StatusOr<AnalysisPage> {
+      auto rows = c.Query(sql, args);
       if (!rows.ok()) return rows.status();
-      Result out;
-      for (const SqlRow& r : *rows) out.push_back(ParseRecord(r));
-      return out;
+      AnalysisPage page;
+      for (size_t i = 0; i < rows->size() && i < static_cast<size_t>(*size); ++i) {
+        page.records.push_back(ParseRecord((*rows)[i]));
+      }
+      if (rows->size() > static_cast<size_t>(*size)) {
+        const AnalysisRecord& last = page.records.back();
+        page.next_page_token = absl::WebSafeBase64Escape(
+            absl::StrCat(phase, ":", RawCursor(ToMicros(last.created_at()), last.analysis_id())));
+      } else if (phase == "pending") {
+        page.next_page_token = absl::WebSafeBase64Escape("running:");
+      }
+      return page;
     });
   }
 

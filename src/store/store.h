@@ -33,6 +33,15 @@ struct ExpAwaitingRow {
   Artifact artifact;
 };
 
+struct AwaitingQuery {
+  int limit = 100;
+  std::vector<std::string> handled_types;  // empty: every type, nothing marked
+};
+struct AwaitingResult {
+  std::vector<ExpAwaitingRow> rows;
+  std::vector<std::string> no_plugin_types;  // the types of the artifacts this call marked "no plugin"
+};
+
 struct ListAnalysesQuery {
   std::string exp_id;                     // empty: any
   std::vector<AnalysisStatus> statuses;   // empty: any
@@ -130,7 +139,17 @@ class Store {
   // (Exp, Artifact) pairs: Exp COMPLETED, artifact without an offline analysis record; oldest artifact
   // first (artifacts.created_at, artifact_id). Index-backed. limit > 0 (capped at 1000), else
   // INVALID_ARGUMENT.
-  virtual absl::StatusOr<std::vector<ExpAwaitingRow>> ListExpsAwaitingAnalysis(int limit) = 0;
+  // With handled_types (the types some plugin handles), only artifacts of those types are returned; every
+  // awaiting artifact of another type is marked "no plugin" once (Artifact.note says so; it is not
+  // returned again), and a marked artifact awaits again as soon as its type is handled. So a backlog of
+  // unhandled artifacts never fills a batch: new work is found in one call. The marking statements walk
+  // the artifacts_by_type index only.
+  virtual absl::StatusOr<AwaitingResult> FindAwaitingAnalysis(const AwaitingQuery& q) = 0;
+  absl::StatusOr<std::vector<ExpAwaitingRow>> ListExpsAwaitingAnalysis(int limit) {
+    absl::StatusOr<AwaitingResult> r = FindAwaitingAnalysis({limit, {}});
+    if (!r.ok()) return r.status();
+    return std::move(r->rows);
+  }
 
   // --- Analysis records ---
   // Inserts a fully formed record (id, status, timestamps set by the caller). NOT_FOUND if the Exp does
@@ -153,8 +172,13 @@ class Store {
                                                               Time now, const Fence* fence = nullptr) = 0;
   // NOT_FOUND for an unknown id. With a `fence`, only if it holds.
   virtual absl::Status DeleteAnalysisRecord(const std::string& analysis_id, const Fence* fence = nullptr) = 0;
-  // Every PENDING or RUNNING record, oldest first.
-  virtual absl::StatusOr<std::vector<AnalysisRecord>> ListNonTerminalAnalyses() = 0;
+  // Pages through every PENDING record, then every RUNNING one, oldest first within each (one index range
+  // scan per page: analysis_records_status_created). Slim: `command` and `script_content` are empty
+  // (GetAnalysisRecord has them). page_size 0: kDefaultNonTerminalPage; at most 1000; negative or a token
+  // this call did not hand out: INVALID_ARGUMENT. A page may be short (even empty) and still have a next
+  // page: callers loop until next_page_token is empty.
+  static constexpr int kDefaultNonTerminalPage = 500;
+  virtual absl::StatusOr<AnalysisPage> ListNonTerminalAnalyses(int page_size, const std::string& page_token) = 0;
 
   // --- Fencing (docs/store.md "Leader epochs") ---
   // Issues the next leader epoch of `lease` to `holder`: one statement increments the lease's counter

@@ -559,9 +559,10 @@ STORE_TEST(PagesThroughAllRecordsNewestFirstWithFilters) {
   for (int i = 0; i < 37; ++i) {
     // Several records share a timestamp: the id breaks the tie.
     Row row{i / 3, absl::StrCat("r", 100 + (i * 7) % 37), i % 2 ? "e1" : "e2", kStatuses[i % 5]};
-    ASSERT_TRUE(store_->CreateAnalysisRecord(
-                    MakeRecord(row.id, row.exp, ANALYSIS_TYPE_ONLINE, "", row.at, row.st))
-                    .ok());
+    AnalysisRecord rec = MakeRecord(row.id, row.exp, ANALYSIS_TYPE_ONLINE, "", row.at, row.st);
+    rec.set_command("python3 script.py");
+    rec.set_script_content(std::string(1000, 'x'));
+    ASSERT_TRUE(store_->CreateAnalysisRecord(rec).ok());
     all.push_back(row);
   }
   std::sort(all.begin(), all.end(), [](const Row& a, const Row& b) {
@@ -612,16 +613,35 @@ STORE_TEST(PagesThroughAllRecordsNewestFirstWithFilters) {
   bad.page_size = -1;
   EXPECT_EQ(store_->ListAnalysisRecords(bad).status().code(), absl::StatusCode::kInvalidArgument);
 
-  auto non_terminal = store_->ListNonTerminalAnalyses();
-  ASSERT_TRUE(non_terminal.ok());
-  std::vector<std::string> ids;
-  for (const auto& r : *non_terminal) {
-    ids.push_back(r.analysis_id());
-    EXPECT_FALSE(IsTerminal(r.status()));
+  // Pending then running, oldest first within each, in pages of any size; slim records.
+  for (int page_size : {1, 2, 3, 1000}) {
+    std::vector<std::string> ids;
+    std::string token;
+    int pages = 0;
+    do {
+      auto page = store_->ListNonTerminalAnalyses(page_size, token);
+      ASSERT_TRUE(page.ok()) << page.status();
+      EXPECT_LE(page->records.size(), static_cast<size_t>(page_size));
+      for (const auto& r : page->records) {
+        ids.push_back(r.analysis_id());
+        EXPECT_FALSE(IsTerminal(r.status()));
+        EXPECT_TRUE(r.script_content().empty() && r.command().empty()) << "listings are slim";
+      }
+      token = page->next_page_token;
+      ASSERT_LT(++pages, 100);
+    } while (!token.empty());
+    std::vector<std::string> want = expect([](const Row& r) { return r.st == ANALYSIS_STATUS_PENDING; });
+    std::vector<std::string> running = expect([](const Row& r) { return r.st == ANALYSIS_STATUS_RUNNING; });
+    std::reverse(want.begin(), want.end());  // oldest first
+    std::reverse(running.begin(), running.end());
+    want.insert(want.end(), running.begin(), running.end());
+    EXPECT_EQ(ids, want) << "page size " << page_size;
   }
-  std::vector<std::string> want = expect([](const Row& r) { return !IsTerminal(r.st); });
-  std::reverse(want.begin(), want.end());  // oldest first
-  EXPECT_EQ(ids, want);
+  for (const char* bad_token : {"garbage!", "Zm9vOg==", "cnVubmluZzpub3RhY3Vyc29y"}) {  // foo:, running:notacursor
+    EXPECT_EQ(store_->ListNonTerminalAnalyses(10, bad_token).status().code(), absl::StatusCode::kInvalidArgument)
+        << bad_token;
+  }
+  EXPECT_EQ(store_->ListNonTerminalAnalyses(-1, "").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 STORE_TEST(ExpsAwaitingAnalysis) {
@@ -677,6 +697,52 @@ STORE_TEST(ExpsAwaitingAnalysis) {
   EXPECT_THAT(ids(100), ::testing::ElementsAre("b2", "a1", "a2", "a3"));
 
   EXPECT_EQ(store_->ListExpsAwaitingAnalysis(0).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A backlog of artifacts no plugin handles never fills a batch: they are marked once (Artifact.note), the
+// handled ones behind them are found in the same call, and a marked artifact awaits again once its type
+// is handled.
+STORE_TEST(AwaitingSkipsAndMarksTypesNoPluginHandles) {
+  MustCreateExp("old", EXP_STATUS_COMPLETED, 1);
+  MustCreateExp("new", EXP_STATUS_COMPLETED, 2);
+  for (int i = 0; i < 25; ++i) {
+    Artifact a = MakeArtifact(absl::StrCat("u", 100 + i), "old", i);
+    a.set_artifact_type("mystery");
+    ASSERT_TRUE(store_->CreateArtifact(a).ok());
+  }
+  MustCreateArtifact("h1", "new", 1000);  // behind the whole backlog
+  AwaitingQuery q;
+  q.limit = 2;  // far smaller than the backlog: rounds, not a big batch, find h1
+  q.handled_types = {MakeArtifact("x", "new", 0).artifact_type(), "hlo"};
+  auto found = store_->FindAwaitingAnalysis(q);
+  ASSERT_TRUE(found.ok()) << found.status();
+  ASSERT_EQ(found->rows.size(), 1u);
+  EXPECT_EQ(found->rows[0].artifact.artifact_id(), "h1");
+  EXPECT_THAT(found->no_plugin_types, ::testing::ElementsAre("mystery"));
+  // Marked: every type still lists it, with a note; the typed query no longer meets it.
+  auto arts = store_->ListArtifacts("old");
+  ASSERT_TRUE(arts.ok());
+  ASSERT_EQ(arts->size(), 25u);
+  EXPECT_EQ((*arts)[0].note(), "no plugin for type mystery");
+  auto again = store_->FindAwaitingAnalysis(q);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->no_plugin_types.empty()) << "marked once";
+  ASSERT_EQ(again->rows.size(), 1u);
+  // A plugin for the type appears: the backlog awaits again, oldest first, and the note is gone.
+  q.handled_types.push_back("mystery");
+  q.limit = 100;
+  auto revived = store_->FindAwaitingAnalysis(q);
+  ASSERT_TRUE(revived.ok());
+  EXPECT_EQ(revived->rows.size(), 26u);
+  EXPECT_EQ(revived->rows[0].artifact.artifact_id(), "u100");
+  arts = store_->ListArtifacts("old");
+  ASSERT_TRUE(arts.ok());
+  EXPECT_EQ((*arts)[0].note(), "");
+
+  q.handled_types = {""};
+  EXPECT_EQ(store_->FindAwaitingAnalysis(q).status().code(), absl::StatusCode::kInvalidArgument);
+  q.handled_types = std::vector<std::string>(257, "t");
+  EXPECT_EQ(store_->FindAwaitingAnalysis(q).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 STORE_TEST(AwaitingQueryUsesItsIndex) {

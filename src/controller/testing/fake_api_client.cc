@@ -98,24 +98,38 @@ absl::Status FakeApiClient::Enter(const std::string& method, bool mutating) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<apiv1::ExpAwaiting>> FakeApiClient::ListExpsAwaitingAnalysis(int limit) {
+absl::StatusOr<apiv1::ListExpsAwaitingAnalysisResponse> FakeApiClient::ListExpsAwaitingAnalysis(
+    int limit, const std::vector<std::string>& handled_types) {
   std::lock_guard<std::mutex> l(mu_);
   if (auto s = Enter("ListExpsAwaitingAnalysis", false); !s.ok()) return s;
   std::set<std::pair<std::string, std::string>> done;
   for (const auto& [id, r] : records_) {
     if (r.analysis_type() == apiv1::ANALYSIS_TYPE_OFFLINE) done.insert({r.exp_id(), r.artifact_id()});
   }
-  std::vector<apiv1::ExpAwaiting> out;
-  for (const auto& a : artifacts_) {
+  const std::set<std::string> handled(handled_types.begin(), handled_types.end());
+  std::set<std::string> marked_types;
+  apiv1::ListExpsAwaitingAnalysisResponse out;
+  for (auto& a : artifacts_) {
     auto e = exps_.find(a.exp_id());
     if (e == exps_.end() || e->second.status() != apiv1::EXP_STATUS_COMPLETED) continue;
     if (done.count({a.exp_id(), a.artifact_id()})) continue;
-    apiv1::ExpAwaiting item;
-    *item.mutable_exp() = e->second;
-    *item.mutable_artifact() = a;
-    out.push_back(item);
-    if (static_cast<int>(out.size()) >= limit) break;
+    // The store's marking, simplified: marked once, awaiting again when the type is handled.
+    if (!handled.empty()) {
+      if (!handled.count(a.artifact_type())) {
+        if (a.note().empty()) {
+          a.set_note("no plugin for type " + a.artifact_type());
+          marked_types.insert(a.artifact_type());
+        }
+        continue;
+      }
+      a.clear_note();
+    }
+    auto* item = out.add_items();
+    *item->mutable_exp() = e->second;
+    *item->mutable_artifact() = a;
+    if (out.items_size() >= limit) break;
   }
+  for (const auto& t : marked_types) out.add_no_plugin_types(t);
   return out;
 }
 

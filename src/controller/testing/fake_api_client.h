@@ -34,7 +34,8 @@ class FakeApiClient : public ApiClient {
   void SetLeaseEpoch(int64_t epoch) override;
   absl::StatusOr<int64_t> AcquireLeaderEpoch(const std::string& lease_name,
                                              const std::string& holder_identity) override;
-  absl::StatusOr<std::vector<apiv1::ExpAwaiting>> ListExpsAwaitingAnalysis(int limit) override;
+  absl::StatusOr<apiv1::ListExpsAwaitingAnalysisResponse> ListExpsAwaitingAnalysis(
+      int limit, const std::vector<std::string>& handled_types) override;
   absl::StatusOr<apiv1::AnalysisRecord> CreateAnalysisRecord(const apiv1::AnalysisRecord& r) override;
   absl::StatusOr<apiv1::AnalysisRecord> GetAnalysisRecord(const std::string& id) override;
   absl::StatusOr<apiv1::AnalysisRecord> UpdateAnalysisRecord(

@@ -185,12 +185,22 @@ std::unique_ptr<runtime::WatchHandle> FakePodRuntime::Watch(
   return std::make_unique<Handle>(this, id);
 }
 
-absl::StatusOr<std::string> FakePodRuntime::ReadLogs(const std::string& name, int64_t offset) {
-  std::lock_guard<std::mutex> l(mu_);
-  auto it = pods_.find(name);
-  if (it == pods_.end()) return absl::NotFoundError("pod " + name + " not found");
-  if (offset >= static_cast<int64_t>(it->second.logs.size())) return std::string();
-  return it->second.logs.substr(offset);
+absl::StatusOr<int64_t> FakePodRuntime::StreamLogs(const std::string& name, int64_t offset, int64_t max_bytes,
+                                                    const std::function<bool(std::string_view)>& sink) {
+  std::string piece;
+  int64_t start = 0;
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    auto it = pods_.find(name);
+    if (it == pods_.end()) return absl::NotFoundError("pod " + name + " not found");
+    const auto size = static_cast<int64_t>(it->second.logs.size());
+    start = offset < 0 ? std::max<int64_t>(0, size + offset) : offset;
+    if (start >= size) return start;
+    piece = it->second.logs.substr(static_cast<size_t>(start),
+                                   max_bytes < 0 ? std::string::npos : static_cast<size_t>(max_bytes));
+  }
+  if (!piece.empty()) sink(piece);
+  return start;
 }
 
 }  // namespace falcon::controller::testing

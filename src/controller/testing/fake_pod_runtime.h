@@ -40,7 +40,8 @@ class FakePodRuntime : public runtime::PodRuntime {
   absl::StatusOr<std::vector<runtime::PodStatus>> List(const runtime::LabelSelector& selector) override;
   std::unique_ptr<runtime::WatchHandle> Watch(const runtime::LabelSelector& selector,
                                               std::function<void(const runtime::PodEvent&)> cb) override;
-  absl::StatusOr<std::string> ReadLogs(const std::string& name, int64_t offset) override;
+  absl::StatusOr<int64_t> StreamLogs(const std::string& name, int64_t offset, int64_t max_bytes,
+                                     const std::function<bool(std::string_view)>& sink) override;
 
  private:
   struct Pod {
