@@ -13,14 +13,16 @@ BEGIN, END = "<!-- agreement:begin (test/xprof/agreement.sh --update) -->", "<!-
 
 def render(xprof, xla):
     out = ["Per-HLO-op rows of XProf's `hlo_stats` vs `xplane-stats` (occurrences and total time; match = equal,",
-           "within 1% = same occurrences and time within 1%):", "",
-           "| xplane | XProf rows | our rows | match | within 1% | differs | only XProf | only ours |",
-           "|---|---|---|---|---|---|---|---|"]
+           "within 1% = same occurrences and time within 1%; self time: rows whose total self time is within 1%):", "",
+           "| xplane | XProf rows | our rows | match | within 1% | differs | only XProf | only ours | self time |",
+           "|---|---|---|---|---|---|---|---|---|"]
     notes = []
     for r in xprof:
         c = collections.Counter(op["verdict"] for op in r.get("ops", []))
+        ops = r.get("ops", [])
+        self_ok = sum(1 for op in ops if op.get("self_time", {}).get("within_1pct"))
         out.append(f"| `{r['file']}` | {r['xprof_ops']} | {r['our_ops']} | {c['match']} | {c['within 1%']} | "
-                   f"{c['differs']} | {len(r['only_xprof'])} | {len(r['only_ours'])} |")
+                   f"{c['differs']} | {len(r['only_xprof'])} | {len(r['only_ours'])} | {self_ok} of {len(ops)} |")
         for op in r.get("ops", []):
             if op["verdict"] == "differs":
                 notes.append(f"- `{r['file']}` {tuple(op['op'])}: XProf {op['xprof']}, ours {op['ours']}")
