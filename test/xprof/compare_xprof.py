@@ -91,7 +91,8 @@ def ours_hlo_ops(plugin, path):
         out = os.path.join(tmp, "x.jsonl")
         subprocess.run([plugin, "--input", path, "--output", out], check=True,
                        stderr=subprocess.DEVNULL, timeout=600)
-        agg = collections.defaultdict(lambda: {"occurrences": 0, "total_time": 0.0, "total_self_time": 0.0})
+        agg = collections.defaultdict(lambda: {"occurrences": 0, "total_time": 0.0, "total_self_time": 0.0,
+                                               "flops": None, "bytes_accessed": None})
         errors = []
         with open(out) as f:
             for line in f:
@@ -104,6 +105,9 @@ def ours_hlo_ops(plugin, path):
                 agg[key]["occurrences"] += r["occurrences"]
                 agg[key]["total_time"] += r["total_time"]
                 agg[key]["total_self_time"] += r.get("total_self_time", 0.0)
+                for k in ("flops", "bytes_accessed"):  # TPU rows: the metadata's per-op figures x occurrences
+                    if k in r:
+                        agg[key][k] = (agg[key][k] or 0.0) + r[k]
         if errors:
             raise RuntimeError(f"xplane-stats wrote error records for {path}: {errors}")
         return dict(agg)
@@ -141,7 +145,17 @@ def compare(plugin, path, tolerance):
         self_diff = abs(os_ - ts) / ts if ts else (0.0 if os_ == 0 else 1.0)
         result["ops"].append({"op": key, "xprof": [int(t["occurrences"]), tt], "ours": [o["occurrences"], ot],
                               "verdict": verdict, "self_time": {"xprof": ts, "ours": os_, "within_1pct": self_diff <= 0.01}})
-        if int(t["occurrences"]) != o["occurrences"] or diff > tolerance or self_diff > tolerance:
+        # TPU rows carry FLOPs and bytes: XProf's rates of the same time must agree too.
+        rates = {}
+        if o["flops"] is not None and o["bytes_accessed"] is not None and ot > 0:
+            mine = {"model_flop_rate": o["flops"] / (ot * 1e3),
+                    "measured_memory_bw": o["bytes_accessed"] / (ot * 1e-6) / 2**30}
+            for k, v in mine.items():
+                x = float(t.get(k) or 0.0)
+                rates[k] = {"xprof": x, "ours": v, "within_1pct": abs(v - x) <= 0.01 * abs(x) if x else v == 0}
+            result["ops"][-1]["rates"] = rates
+        rates_ok = all(v["within_1pct"] for v in rates.values())
+        if int(t["occurrences"]) != o["occurrences"] or diff > tolerance or self_diff > tolerance or not rates_ok:
             result["mismatches"].append({"op": key, "xprof": [t["occurrences"], tt, ts],
                                          "ours": [o["occurrences"], ot, os_]})
             flag = "  <-- differs"

@@ -55,6 +55,13 @@ TEST(XProfComparison, TpuPlanesPerProgramAndOpAgree) {
   EXPECT_TRUE(results[0]["mismatches"].empty()) << results[0]["mismatches"].dump();
   EXPECT_TRUE(results[0]["only_xprof"].empty()) << results[0]["only_xprof"].dump();
   EXPECT_TRUE(results[0]["only_ours"].empty()) << results[0]["only_ours"].dump();
+  // Self time and XProf's GFLOP/s and GiB/s of every row agree as well (mismatches would list them).
+  for (const auto& op : results[0]["ops"]) {
+    EXPECT_TRUE(op["self_time"]["within_1pct"].get<bool>()) << op.dump();
+    ASSERT_TRUE(op.contains("rates")) << op.dump();
+    EXPECT_TRUE(op["rates"]["model_flop_rate"]["within_1pct"].get<bool>()) << op.dump();
+    EXPECT_TRUE(op["rates"]["measured_memory_bw"]["within_1pct"].get<bool>()) << op.dump();
+  }
   EXPECT_EQ(rc, 0);
 }
 
