@@ -782,11 +782,25 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
       cost.flops = static_cast<double>(shape.elements);
       break;
     case F::kFusion: {
+      const int body = CalledComputation(g, 0);
+      if (body >= 0 && ins.Has(kAttrKind) && ins.attr(kAttrKind) == "kCustom") {
+        // HandleFusion: a custom fusion around a gather or scatter costs what that gather or scatter
+        // costs (the first one of the body), nothing else of the body counts.
+        const Computation& bc = m.computations[body];
+        bool found = false;
+        for (uint32_t h = bc.begin; h < bc.begin + bc.count && !found; ++h) {
+          const B b = Op(h).bytes;
+          if (b == B::kGather || b == B::kScatter) {
+            cost = ComputeInstruction(body, h);
+            found = true;
+          }
+        }
+        if (found) return cost;
+      }
       Cost sub = CalledCost(g, 0);
       cost.flops = sub.flops;
       cost.transcendentals = sub.transcendentals;
       // bytes: what crosses the fusion's boundary (HandleFusion), not its body's.
-      const int body = CalledComputation(g, 0);
       if (body >= 0) cost.bytes_accessed = FusionBytes(g, body);
       break;
     }

@@ -193,6 +193,44 @@ ENTRY e {
   EXPECT_EQ(Find(recs, "instruction", "dus")["bytes_accessed"], 2 * 128 + 4);
 }
 
+TEST(HloCostXla, CustomFusionOfAGatherOrScatterCostsWhatItDoes) {
+  auto recs = Analyze(R"(HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+scatter_body {
+  p0 = f32[10,5]{1,0} parameter(0)
+  p1 = s32[24,1]{1,0} parameter(1)
+  p2 = f32[24,5]{1,0} parameter(2)
+  n = f32[24,5]{1,0} negate(p2)
+  ROOT sc = f32[10,5]{1,0} scatter(p0, p1, n), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+}
+gather_body {
+  p0 = f32[64,8]{1,0} parameter(0)
+  p1 = s32[10,1]{1,0} parameter(1)
+  ROOT g = f32[10,8]{1,0} gather(p0, p1), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,8}
+}
+ENTRY e {
+  operand = f32[10,5]{1,0} parameter(0)
+  indices = s32[24,1]{1,0} parameter(1)
+  update = f32[24,5]{1,0} parameter(2)
+  cs = f32[10,5]{1,0} fusion(operand, indices, update), kind=kCustom, calls=scatter_body
+  table = f32[64,8]{1,0} parameter(3)
+  gi = s32[10,1]{1,0} parameter(4)
+  ROOT cg = f32[10,8]{1,0} fusion(table, gi), kind=kCustom, calls=gather_body
+})");
+  // The scatter's figures only: its 120 update elements x the add, 3 x updates + indices; the negate of the
+  // body is not counted.
+  const Json& cs = Find(recs, "instruction", "cs");
+  EXPECT_EQ(cs["flops"], 24 * 5);
+  EXPECT_EQ(cs["bytes_accessed"], 3 * (24 * 5 * 4) + 24 * 4);
+  const Json& cg = Find(recs, "instruction", "cg");
+  EXPECT_EQ(cg["flops"], 0);
+  EXPECT_EQ(cg["bytes_accessed"], 2 * (10 * 8 * 4) + 10 * 4);
+}
+
 TEST(HloCostXla, WhileTripCountsKnownOrSaidToBeUnknown) {
   auto recs = Analyze(R"(HloModule m
 body {
