@@ -1,6 +1,7 @@
-// Runs compare_xla_cost.py: hlo-stats' module FLOPs, transcendentals and bytes must equal XLA's own cost analysis
-// (jax...compile().cost_analysis(), HloCostAnalysis) on JAX programs compiled for CPU here: attention, a
-// conv net, a scan loop, an FFT, a gather/scatter update, a matmul chain, and a psum over 4 CPU devices.
+// Runs compare_xla_cost.py: hlo-stats' module FLOPs, transcendentals and bytes must equal XLA's own cost
+// analysis (jax...compile().cost_analysis(), HloCostAnalysis) on JAX programs compiled for CPU here:
+// attention, a conv net, a scan loop, an FFT, a gather/scatter update, a matmul chain, and a psum over 4
+// CPU devices.
 #include <filesystem>
 
 #include "plugins/common/plugin_test_util.h"

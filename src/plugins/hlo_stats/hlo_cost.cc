@@ -422,7 +422,9 @@ CostModel::Users CostModel::UsersIn(int c) const {
     const Instruction& ins = m_->instructions[g];
     for (uint32_t k = ins.operands_begin; k < ins.operands_begin + ins.operands_count; ++k) {
       const int32_t d = resolved_def_[k];
-      if (d < static_cast<int32_t>(comp.begin) || d >= static_cast<int32_t>(comp.begin + comp.count)) continue;
+      if (d < static_cast<int32_t>(comp.begin) || d >= static_cast<int32_t>(comp.begin + comp.count)) {
+        continue;
+      }
       auto& list = u.of[d - comp.begin];
       if (list.empty() || list.back() != g) list.push_back(g);  // an instruction is a user once
     }

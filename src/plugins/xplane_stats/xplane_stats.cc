@@ -86,7 +86,9 @@ void XPlaneStats::OnLine(PlaneInfo& plane, Line& line) {
     // children, nesting by the device timespans in line order (XProf's AncestorStack: an event is a child
     // of the innermost open event whose device timespan includes its own).
     auto dev = [](const Event& e) { return e.device_duration_ps >= 0 ? e.device_duration_ps : e.duration_ps; };
-    auto dev_begin = [](const Event& e) { return e.device_offset_ps >= 0 ? e.device_offset_ps : e.offset_ps; };
+    auto dev_begin = [](const Event& e) {
+      return e.device_offset_ps >= 0 ? e.device_offset_ps : e.offset_ps;
+    };
     std::vector<int64_t>& cd = child_dev_;
     cd.assign(ev.size(), 0);
     stack.clear();
@@ -106,7 +108,8 @@ void XPlaneStats::OnLine(PlaneInfo& plane, Line& line) {
       const Event& e = ev[i];
       auto it = plane.event_metadata.find(e.metadata_id);
       const EventMeta* m = it == plane.event_metadata.end() ? nullptr : &it->second;
-      const uint64_t program = e.program_id != kNoProgramId ? e.program_id : (m ? m->program_id : kNoProgramId);
+      const uint64_t program =
+          e.program_id != kNoProgramId ? e.program_id : (m ? m->program_id : kNoProgramId);
       TpuAgg& a = tpu_ops_[{program, m ? (m->display_name.empty() ? m->name : m->display_name)
                                        : std::to_string(e.metadata_id)}];
       int64_t t = dev(e);
@@ -232,7 +235,8 @@ void XPlaneStats::OnLine(PlaneInfo& plane, Line& line) {
 
 void XPlaneStats::EndPlane(const PlaneInfo& plane) {
   ++planes_;
-  std::vector<std::pair<std::tuple<uint64_t, int32_t, int32_t>, Agg>> sorted(hlo_ops_.begin(), hlo_ops_.end());
+  std::vector<std::pair<std::tuple<uint64_t, int32_t, int32_t>, Agg>> sorted(hlo_ops_.begin(),
+                                                                            hlo_ops_.end());
   std::sort(sorted.begin(), sorted.end(),
             [](const auto& a, const auto& b) { return a.second.total_ps > b.second.total_ps; });
   int64_t all = 0;

@@ -231,8 +231,9 @@ TEST(XPlaneStats, TpuOpsPerCoreAndOverCoresByProgramWithDeviceDurations) {
 }
 
 // As real TPU profiles write them (XProf's own test profile tpu_inference_2): the metadata's name is the
-// instruction's text and its display name the op; program_id is a uint64 above 2^63; an "Async XLA Ops" line repeats copy ops with an hlo_op stat; nesting follows
-// the device's timespans (device_offset_ps), not the spans.
+// instruction's text and its display name the op; program_id is a uint64 above 2^63; an "Async XLA Ops"
+// line repeats copy ops with an hlo_op stat; nesting follows the device's timespans (device_offset_ps),
+// not the spans.
 TEST(XPlaneStats, TpuOpsAsRealTpuProfilesWriteThem) {
   XSpace space;
   XPlane* p = space.add_planes();
@@ -262,7 +263,8 @@ TEST(XPlaneStats, TpuOpsAsRealTpuProfilesWriteThem) {
   md(1, "%fusion.1 = f32[8]{0} fusion(f32[8]{0} %p), kind=kLoop, calls=%fused_computation", "fusion.1");
   md(2, "%copy-start = (f32[8]{0}, f32[8]{0}, u32[]) copy-start(f32[8]{0} %p)", "copy-start");
   md(3, "%copy-done = f32[8]{0} copy-done((f32[8]{0}, f32[8]{0}, u32[]) %copy-start)", "copy-done");
-  auto add = [&](XLine* line, int64_t id, int64_t off_ns, int64_t span_ns, int64_t dev_off_ns, int64_t dev_ns) {
+  auto add = [&](XLine* line, int64_t id, int64_t off_ns, int64_t span_ns, int64_t dev_off_ns,
+                 int64_t dev_ns) {
     XEvent* e = line->add_events();
     e->set_metadata_id(id);
     e->set_offset_ps(off_ns * 1000);
