@@ -850,6 +850,9 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
           break;
         }
         case CustomCallKind::kUnmodelled:
+          // Unknown, as HandleCustomCall (which reports -1 for FLOPs and bytes): 0 here, and the target
+          // is listed in the module's unmodelled_custom_calls.
+          cost.bytes_accessed = 0;
           break;
       }
       break;

@@ -71,7 +71,8 @@ struct OpInfo {
 
 // What the cost model makes of a custom-call, by its target (XLA's GpuHloCostAnalysis): cuBLAS gemms
 // count as the dot they compute, cuDNN convolutions as the convolution; any other target is not modelled
-// (0 FLOPs here; XLA's HloCostAnalysis reports -1) and is listed in the module's unmodelled_custom_calls.
+// (0 FLOPs and 0 bytes here; XLA's HloCostAnalysis reports -1 for both) and is listed in the module's
+// unmodelled_custom_calls.
 enum class CustomCallKind : uint8_t { kGemm, kConvolution, kUnmodelled };
 CustomCallKind ClassifyCustomCall(std::string_view target);
 // The custom_call_target of an instruction without its quotes ("" when it has none).
