@@ -13,14 +13,20 @@ BEGIN, END = "<!-- agreement:begin (test/xprof/agreement.sh --update) -->", "<!-
 
 def render(xprof, xla):
     out = ["Per-HLO-op rows of XProf's `hlo_stats` vs `xplane-stats` (occurrences and total time; match = equal,",
-           "within 1% = same occurrences and time within 1%):", "",
-           "| xplane | XProf rows | our rows | match | within 1% | differs | only XProf | only ours |",
-           "|---|---|---|---|---|---|---|---|"]
+           "within 1% = same occurrences and time within 1%; self time: rows whose total self time is within 1%;",
+           "rates: TPU rows whose GFLOP/s and GiB/s are within 1% of XProf's, of the rows that have them):", "",
+           "| xplane | XProf rows | our rows | match | within 1% | differs | only XProf | only ours | self time | rates |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
     notes = []
     for r in xprof:
         c = collections.Counter(op["verdict"] for op in r.get("ops", []))
+        ops = r.get("ops", [])
+        self_ok = sum(1 for op in ops if op.get("self_time", {}).get("within_1pct"))
+        with_rates = [op for op in ops if op.get("rates")]
+        rates_ok = sum(1 for op in with_rates if all(v["within_1pct"] for v in op["rates"].values()))
+        rates_cell = f"{rates_ok} of {len(with_rates)}" if with_rates else "—"
         out.append(f"| `{r['file']}` | {r['xprof_ops']} | {r['our_ops']} | {c['match']} | {c['within 1%']} | "
-                   f"{c['differs']} | {len(r['only_xprof'])} | {len(r['only_ours'])} |")
+                   f"{c['differs']} | {len(r['only_xprof'])} | {len(r['only_ours'])} | {self_ok} of {len(ops)} | {rates_cell} |")
         for op in r.get("ops", []):
             if op["verdict"] == "differs":
                 notes.append(f"- `{r['file']}` {tuple(op['op'])}: XProf {op['xprof']}, ours {op['ours']}")

@@ -279,6 +279,17 @@ TEST(Provenance, StagedFilesAndPrefixesResolveToTheirUris) {
   EXPECT_EQ(ProvenanceResolver().Resolve("x.hlo").source, "x.hlo");
 }
 
+TEST(Provenance, RelativeAndAbsolutePathsOfTheSameFileResolve) {
+  const std::string cwd = std::filesystem::current_path().string();
+  ProvenanceResolver abs_dir("a1", cwd + "/input", {{"host.xplane.pb", "gs://b/host.xplane.pb"}});
+  Provenance f = abs_dir.Resolve("input/host.xplane.pb");
+  EXPECT_EQ(f.source, "gs://b/host.xplane.pb");
+  EXPECT_EQ(f.local_path, "input/host.xplane.pb");
+  ProvenanceResolver rel_dir("a1", "./input/", {{"host.xplane.pb", "gs://b/host.xplane.pb"}});
+  EXPECT_EQ(rel_dir.Resolve(cwd + "/input/host.xplane.pb").source, "gs://b/host.xplane.pb");
+  EXPECT_EQ(rel_dir.Resolve("other/host.xplane.pb").source, "other/host.xplane.pb");
+}
+
 TEST(Provenance, ManifestFromTheEnvironment) {
   TempDir d;
   std::string m = d.Write("input-manifest.json",

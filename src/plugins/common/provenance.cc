@@ -12,9 +12,12 @@
 namespace falcon::plugins {
 
 namespace {
+// Absolute (against the working directory) and lexically normal, so that a relative --input and an
+// absolute FALCON_INPUT_DIR (or the other way round) compare.
 std::string Normalize(const std::string& p) {
-  std::string n = std::filesystem::path(p).lexically_normal().string();
-  return n;
+  std::error_code ec;
+  std::filesystem::path a = std::filesystem::absolute(p, ec);
+  return (ec ? std::filesystem::path(p) : a).lexically_normal().string();
 }
 }  // namespace
 

@@ -339,6 +339,8 @@ void CostModel::Reset(const Module& module) {
   constexpr uint32_t kSmall = 16;
   bool global_built = false;
   resolved_.assign(module.names.size(), -1);
+  resolved_def_.assign(module.names.size(), -1);
+  fusion_bytes_.assign(n, -1);
   for (size_t c = 0; c < n; ++c) {
     const uint32_t begin = comps[c].begin, end = comps[c].begin + comps[c].count;
     const bool small = comps[c].count <= kSmall;
@@ -372,7 +374,10 @@ void CostModel::Reset(const Module& module) {
           auto f = first_def_.find(name);
           if (f != first_def_.end()) def = f->second;
         }
-        if (def >= 0) resolved_[k] = instrs[def].shape;
+        if (def >= 0) {
+          resolved_[k] = instrs[def].shape;
+          resolved_def_[k] = static_cast<int32_t>(def);
+        }
       }
       for (uint32_t k = ins.called_begin; k < ins.called_begin + ins.called_count; ++k) {
         resolved_[k] = FindComputation(module.names[k]);
@@ -395,6 +400,182 @@ int CostModel::CalledComputation(uint32_t g, size_t which) const {
   const Instruction& ins = m_->instructions[g];
   if (which >= ins.called_count) return -1;
   return static_cast<int>(resolved_[ins.called_begin + which]);
+}
+
+int64_t CostModel::OperandDef(uint32_t g, size_t i) const {
+  const Instruction& ins = m_->instructions[g];
+  if (i >= ins.operands_count) return -1;
+  return resolved_def_[ins.operands_begin + i];
+}
+
+double CostModel::XlaShapeSize(uint32_t s) const {
+  const ShapeNode& n = m_->shapes[s];
+  return n.is_tuple ? 8.0 * static_cast<double>(n.children) : static_cast<double>(n.bytes);
+}
+
+CostModel::Users CostModel::UsersIn(int c) const {
+  const Computation& comp = m_->computations[c];
+  Users u;
+  u.begin = comp.begin;
+  u.of.resize(comp.count);
+  for (uint32_t g = comp.begin; g < comp.begin + comp.count; ++g) {
+    const Instruction& ins = m_->instructions[g];
+    for (uint32_t k = ins.operands_begin; k < ins.operands_begin + ins.operands_count; ++k) {
+      const int32_t d = resolved_def_[k];
+      if (d < static_cast<int32_t>(comp.begin) || d >= static_cast<int32_t>(comp.begin + comp.count)) {
+        continue;
+      }
+      auto& list = u.of[d - comp.begin];
+      if (list.empty() || list.back() != g) list.push_back(g);  // an instruction is a user once
+    }
+  }
+  return u;
+}
+
+double CostModel::ParameterReadBytes(const Users& users, uint32_t hlo) {
+  using B = OpInfo::Bytes;
+  const Module& m = *m_;
+  const auto& instrs = m.instructions;
+  double size = 0;
+  bool seen_trivial_user = false;
+  // XLA's handle_dynamic_slice / handle_dynamic_update_slice lambdas: `reader` is read by `user`.
+  auto dynamic_slice = [&](uint32_t reader, uint32_t user, bool& seen) -> double {
+    if (OperandDef(user, 0) == reader) return XlaShapeSize(instrs[user].shape);  // only the slice
+    if (!seen) {
+      seen = true;
+      return XlaShapeSize(instrs[reader].shape);
+    }
+    return 0;
+  };
+  auto dynamic_update_slice = [&](uint32_t reader, uint32_t user, bool& seen) -> double {
+    // Operand 0 is aliased to the output: not read.
+    if (OperandDef(user, 0) != reader && !seen) {
+      seen = true;
+      return XlaShapeSize(instrs[reader].shape);
+    }
+    return 0;
+  };
+  for (uint32_t user : users.of[hlo - users.begin]) {
+    const OpInfo& op = Op(user);
+    if (op.is_fusion) {
+      // A nested fusion: "simple" when the parameter is (or directly feeds) its root; then the nested
+      // fusion's own users decide, else what the nested parameter's users read.
+      const int nested = CalledComputation(user, 0);
+      const Instruction& u = instrs[user];
+      for (uint32_t idx = 0; idx < u.operands_count; ++idx) {
+        if (OperandDef(user, idx) != static_cast<int64_t>(hlo)) continue;
+        if (nested < 0) {
+          size += XlaShapeSize(instrs[hlo].shape);
+          continue;
+        }
+        const Computation& nc = m.computations[nested];
+        int64_t param = -1;
+        for (uint32_t h = nc.begin; h < nc.begin + nc.count; ++h) {
+          if (instrs[h].parameter_number == static_cast<int>(idx) && Op(h).is_parameter) {
+            param = h;
+            break;
+          }
+        }
+        bool simple = false;
+        if (nc.root >= 0) {
+          const uint32_t root = nc.begin + static_cast<uint32_t>(nc.root);
+          simple = instrs[root].operands_count == 0 || (param >= 0 && OperandDef(root, 0) == param);
+        }
+        bool nested_seen = false;
+        for (uint32_t fusion_user : users.of[user - users.begin]) {
+          const B b = Op(fusion_user).bytes;
+          if (simple && b == B::kSlice) {
+            size += XlaShapeSize(instrs[fusion_user].shape);
+          } else if (simple && b == B::kDynamicSlice) {
+            size += dynamic_slice(user, fusion_user, nested_seen);
+          } else if (simple && b == B::kDynamicUpdateSlice) {
+            size += dynamic_update_slice(user, fusion_user, nested_seen);
+          } else if (!nested_seen) {
+            nested_seen = true;
+            if (param >= 0) size += ParameterReadBytes(UsersIn(nested), static_cast<uint32_t>(param));
+          }
+        }
+      }
+      continue;
+    }
+    switch (op.bytes) {
+      case B::kSlice:
+        size += XlaShapeSize(instrs[user].shape);
+        continue;
+      case B::kDynamicSlice:
+        size += dynamic_slice(hlo, user, seen_trivial_user);
+        continue;
+      case B::kDynamicUpdateSlice:
+        size += dynamic_update_slice(hlo, user, seen_trivial_user);
+        continue;
+      default:
+        break;
+    }
+    if (op.name == "broadcast" || op.name == "reshape") {
+      size += XlaShapeSize(instrs[hlo].shape);
+    } else if (!seen_trivial_user) {
+      // Other users share one read of the parameter.
+      seen_trivial_user = true;
+      size += XlaShapeSize(instrs[hlo].shape);
+    }
+  }
+  return size;
+}
+
+double CostModel::FusionBytes(uint32_t fusion, int body) {
+  if (fusion_bytes_[body] >= 0) return fusion_bytes_[body];
+  const Module& m = *m_;
+  const auto& instrs = m.instructions;
+  const Computation& comp = m.computations[body];
+  double bytes = 0;
+  // Outputs: every array of the fusion's shape; a dynamic-update-slice root (of the whole output, or of
+  // one element of a tuple root) writes only its update, in place.
+  const int64_t root = comp.root >= 0 ? static_cast<int64_t>(comp.begin) + comp.root : -1;
+  auto update_bytes = [&](int64_t producer, double otherwise) {
+    if (producer >= 0 && Op(static_cast<uint32_t>(producer)).bytes == OpInfo::Bytes::kDynamicUpdateSlice) {
+      const int64_t update = OperandShape(static_cast<uint32_t>(producer), 1);
+      return update >= 0 ? XlaShapeSize(static_cast<uint32_t>(update)) : 0.0;
+    }
+    return otherwise;
+  };
+  const uint32_t out = instrs[fusion].shape;
+  if (!m.shapes[out].is_tuple) {
+    bytes += update_bytes(root, static_cast<double>(m.shapes[out].bytes));
+  } else {
+    const bool tuple_root = root >= 0 && Op(static_cast<uint32_t>(root)).name == "tuple";
+    uint32_t child = out + 1;
+    for (uint32_t j = 0; j < m.shapes[out].children; ++j) {
+      const ShapeNode& cs = m.shapes[child];
+      const double dense = static_cast<double>(cs.bytes);  // all array leaves below
+      if (!cs.is_tuple && tuple_root) {
+        bytes += update_bytes(OperandDef(static_cast<uint32_t>(root), j), dense);
+      } else {
+        bytes += dense;
+      }
+      child += cs.subtree;
+    }
+  }
+  for (uint32_t h = comp.begin; h < comp.begin + comp.count; ++h) {
+    // Large constants are read from memory (immediate_constant_max_elements() is 1).
+    if (Op(h).name == "constant" && m.shapes[instrs[h].shape].elements > 1) {
+      bytes += XlaShapeSize(instrs[h].shape);
+    }
+  }
+  const Users users = UsersIn(body);
+  for (uint32_t h = comp.begin; h < comp.begin + comp.count; ++h) {
+    if (!Op(h).is_parameter) continue;
+    if (!m.shapes[instrs[h].shape].is_tuple) {
+      bytes += ParameterReadBytes(users, h);
+      continue;
+    }
+    // A tuple parameter: what is read through each of its get-tuple-elements (XLA follows one per leaf;
+    // the index attribute is not parsed, so every one is counted).
+    for (uint32_t gte : users.of[h - users.begin]) {
+      if (Op(gte).name == "get-tuple-element") bytes += ParameterReadBytes(users, gte);
+    }
+  }
+  fusion_bytes_[body] = bytes;
+  return bytes;
 }
 
 int64_t CostModel::OperandShape(uint32_t g, size_t i) const {
@@ -603,10 +784,26 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
       cost.flops = static_cast<double>(shape.elements);
       break;
     case F::kFusion: {
+      const int body = CalledComputation(g, 0);
+      if (body >= 0 && ins.Has(kAttrKind) && ins.attr(kAttrKind) == "kCustom") {
+        // HandleFusion: a custom fusion around a gather or scatter costs what that gather or scatter
+        // costs (the first one of the body), nothing else of the body counts.
+        const Computation& bc = m.computations[body];
+        bool found = false;
+        for (uint32_t h = bc.begin; h < bc.begin + bc.count && !found; ++h) {
+          const B b = Op(h).bytes;
+          if (b == B::kGather || b == B::kScatter) {
+            cost = ComputeInstruction(body, h);
+            found = true;
+          }
+        }
+        if (found) return cost;
+      }
       Cost sub = CalledCost(g, 0);
       cost.flops = sub.flops;
       cost.transcendentals = sub.transcendentals;
-      // bytes: the fusion's external operands and output only (the default above).
+      // bytes: what crosses the fusion's boundary (HandleFusion), not its body's.
+      if (body >= 0) cost.bytes_accessed = FusionBytes(g, body);
       break;
     }
     case F::kCall:
@@ -653,6 +850,9 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
           break;
         }
         case CustomCallKind::kUnmodelled:
+          // Unknown, as HandleCustomCall (which reports -1 for FLOPs and bytes): 0 here, and the target
+          // is listed in the module's unmodelled_custom_calls.
+          cost.bytes_accessed = 0;
           break;
       }
       break;
@@ -683,12 +883,10 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
       cost.bytes_accessed = 2 * out_bytes;
       break;
     case B::kDynamicSlice: {
-      double idx = 0;
-      for (size_t i = 1; i < ins.operands_count; ++i) {
-        int64_t s = OperandShape(g, i);
-        if (s >= 0) idx += static_cast<double>(m.shapes[s].bytes);
-      }
-      cost.bytes_accessed = 2 * out_bytes + idx;
+      // XLA: the slice read and written plus the first start index (operand 1; one scalar per
+      // dimension follows, only the first is counted).
+      const int64_t idx = OperandShape(g, 1);
+      cost.bytes_accessed = 2 * out_bytes + (idx >= 0 ? static_cast<double>(m.shapes[idx].bytes) : 0);
       break;
     }
     case B::kGather: {
@@ -710,13 +908,11 @@ Cost CostModel::ComputeInstruction(int c, uint32_t g) {
       break;
     }
     case B::kDynamicUpdateSlice: {
-      int64_t upd = OperandShape(g, 1);
-      double idx = 0;
-      for (size_t i = 2; i < ins.operands_count; ++i) {
-        int64_t s = OperandShape(g, i);
-        if (s >= 0) idx += static_cast<double>(m.shapes[s].bytes);
-      }
-      cost.bytes_accessed = 2 * (upd >= 0 ? static_cast<double>(m.shapes[upd].bytes) : 0) + idx;
+      // XLA: the update read and written (operand 0 is aliased to the output) plus the first start
+      // index (operand 2).
+      const int64_t upd = OperandShape(g, 1), idx = OperandShape(g, 2);
+      cost.bytes_accessed = 2 * (upd >= 0 ? static_cast<double>(m.shapes[upd].bytes) : 0) +
+                            (idx >= 0 ? static_cast<double>(m.shapes[idx].bytes) : 0);
       break;
     }
   }

@@ -71,7 +71,8 @@ struct OpInfo {
 
 // What the cost model makes of a custom-call, by its target (XLA's GpuHloCostAnalysis): cuBLAS gemms
 // count as the dot they compute, cuDNN convolutions as the convolution; any other target is not modelled
-// (0 FLOPs here; XLA's HloCostAnalysis reports -1) and is listed in the module's unmodelled_custom_calls.
+// (0 FLOPs and 0 bytes here; XLA's HloCostAnalysis reports -1 for both) and is listed in the module's
+// unmodelled_custom_calls.
 enum class CustomCallKind : uint8_t { kGemm, kConvolution, kUnmodelled };
 CustomCallKind ClassifyCustomCall(std::string_view target);
 // The custom_call_target of an instruction without its quotes ("" when it has none).
@@ -126,6 +127,24 @@ class CostModel {
   // 2 x the multiply-adds of a convolution (or convolution custom-call) with these operand and result
   // shapes, as HloCostAnalysis::GetConvolutionFlops.
   double ConvolutionFlops(const Instruction& ins, int64_t lhs, int64_t rhs, int64_t out) const;
+  // Bytes accessed by a fusion instruction whose fused computation is `body`, as HandleFusion: its
+  // outputs (a dynamic-update-slice root writes only its update), the large constants of the body,
+  // and what each fused parameter's users read of it (FusionParameterReadBytes). Memoized per body.
+  double FusionBytes(uint32_t fusion, int body);
+  // The users of each instruction of computation c, within c, each listed once, in instruction order.
+  struct Users {
+    uint32_t begin = 0;
+    std::vector<std::vector<uint32_t>> of;  // of[g - begin]
+  };
+  Users UsersIn(int c) const;
+  // HloCostAnalysis::FusionParameterReadBytes of instruction `hlo` (a fused parameter or a
+  // get-tuple-element of one), whose computation's users are `users`.
+  double ParameterReadBytes(const Users& users, uint32_t hlo);
+  // The defining instruction of operand i of an instruction, -1 if it cannot be resolved.
+  int64_t OperandDef(uint32_t instruction, size_t i) const;
+  // The size HloCostAnalysis gives a shape: the dense size of an array, the index table (8 bytes per
+  // element) of a tuple (ShapeUtil::ByteSizeOf with 8-byte pointers).
+  double XlaShapeSize(uint32_t shape) const;
 
   const Module* m_ = nullptr;
   // Opcode facts, kept over the whole run.
@@ -143,6 +162,8 @@ class CostModel {
   std::vector<uint32_t> op_ids_;  // per instruction
   std::vector<int64_t>
       resolved_;  // per Module::names entry: operand shape node / called computation
+  std::vector<int32_t> resolved_def_;  // per Module::names entry: operand's defining instruction, -1
+  std::vector<double> fusion_bytes_;   // per computation: FusionBytes as a fusion body, -1 = not yet
   std::vector<bool> fusion_bodies_;
   std::vector<int> state_;  // 0 = not computed, 1 = in progress (cycle guard), 2 = done
   std::vector<Cost> comp_cost_;

@@ -770,6 +770,23 @@ class Parser {
     size_t close = named_operands ? ParseOperandList(p_, m) : SkipBalanced(s_, p_);
     if (close == std::string_view::npos)
       return Err(absl::StrCat("unbalanced operand list of ", std::string(ins.name)));
+    if (ins.opcode == "parameter") {
+      // parameter(N): the fusion cost rules pair a fused computation's parameters with the fusion's
+      // operands by N.
+      int n = 0;
+      bool any = false;
+      for (size_t i = p_ + 1; i + 1 < close; ++i) {
+        const char c = s_[i];
+        if (c >= '0' && c <= '9') {
+          n = n * 10 + (c - '0');
+          any = true;
+        } else if (!IsSpace(c)) {
+          any = false;
+          break;
+        }
+      }
+      ins.parameter_number = any ? n : -1;
+    }
     p_ = close;
     ins.operands_count = static_cast<uint32_t>(m.names.size()) - ins.operands_begin;
     // Attributes: ", key=value" repeated; they may continue on following lines.

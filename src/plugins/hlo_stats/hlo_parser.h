@@ -87,6 +87,7 @@ struct Instruction {
   uint32_t attr_present = 0;  // bit per Attr
   bool is_root = false;
   int line = 0;  // 1-based line in the file
+  int parameter_number = -1;  // N of `parameter(N)`, -1 for other opcodes
   // From metadata={...}.
   std::string_view op_name, op_type, source_file;
   int64_t source_line = 0;

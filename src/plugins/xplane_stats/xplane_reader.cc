@@ -182,7 +182,8 @@ bool ReadMapEntry(CodedInputStream& in, int64_t* key, std::string* value) {
 }
 
 struct TrackedStats {
-  int64_t step_num = -1, hlo_op = -1, hlo_module = -1, program_id = -1, device_duration_ps = -1;
+  int64_t step_num = -1, hlo_op = -1, hlo_module = -1, program_id = -1, device_duration_ps = -1,
+          device_offset_ps = -1;
 };
 
 // Decodes one XStat; records it in `e` when its metadata id is one we track.
@@ -244,8 +245,9 @@ bool ReadStat(CodedInputStream& in, PlaneInfo& plane, const TrackedStats& t, Eve
   if (mid == 0) return ok;
   if (has_int) {
     if (mid == t.step_num) e.step_num = ival;
-    else if (mid == t.program_id) e.program_id = ival;
+    else if (mid == t.program_id) e.program_id = static_cast<uint64_t>(ival);
     else if (mid == t.device_duration_ps) e.device_duration_ps = ival;
+    else if (mid == t.device_offset_ps) e.device_offset_ps = ival;
   }
   if (has_str) {
     if (mid == t.hlo_op) e.hlo_op = plane.Intern(scratch);
@@ -386,13 +388,16 @@ absl::Status Read(Source& src, Visitor& visitor) {
               for (const XStat& st : md.stats()) {
                 switch (st.value_case()) {
                   case XStat::kInt64Value:
-                    em.raw_stats.emplace_back(st.metadata_id(), static_cast<double>(st.int64_value()));
+                    em.raw_stats.push_back({st.metadata_id(), static_cast<uint64_t>(st.int64_value()),
+                                            static_cast<double>(st.int64_value())});
                     break;
                   case XStat::kUint64Value:
-                    em.raw_stats.emplace_back(st.metadata_id(), static_cast<double>(st.uint64_value()));
+                    em.raw_stats.push_back(
+                        {st.metadata_id(), st.uint64_value(), static_cast<double>(st.uint64_value())});
                     break;
                   case XStat::kDoubleValue:
-                    em.raw_stats.emplace_back(st.metadata_id(), st.double_value());
+                    em.raw_stats.push_back(
+                        {st.metadata_id(), static_cast<uint64_t>(st.double_value()), st.double_value()});
                     break;
                   default:
                     break;
@@ -440,15 +445,16 @@ absl::Status Read(Source& src, Visitor& visitor) {
       else if (name == "hlo_module") t.hlo_module = id;
       else if (name == "program_id") t.program_id = id;
       else if (name == "device_duration_ps") t.device_duration_ps = id;
+      else if (name == "device_offset_ps") t.device_offset_ps = id;
     }
     // The static per-op stats of the event metadata, now that every stat name is known.
     for (auto& [id, em] : p.event_metadata) {
-      for (const auto& [sid, v] : em.raw_stats) {
-        auto it = p.stat_names.find(sid);
+      for (const auto& st : em.raw_stats) {
+        auto it = p.stat_names.find(st.id);
         if (it == p.stat_names.end()) continue;
-        if (it->second == "program_id") em.program_id = static_cast<int64_t>(v);
-        else if (it->second == "flops") em.flops = v;
-        else if (it->second == "bytes_accessed") em.bytes_accessed = v;
+        if (it->second == "program_id") em.program_id = st.u;
+        else if (it->second == "flops") em.flops = st.d;
+        else if (it->second == "bytes_accessed") em.bytes_accessed = st.d;
       }
       em.raw_stats.clear();
       em.raw_stats.shrink_to_fit();

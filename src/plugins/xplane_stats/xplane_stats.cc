@@ -78,17 +78,27 @@ void XPlaneStats::OnLine(PlaneInfo& plane, Line& line) {
   plane_busy_ps_ += busy;
 
   const std::string& lname = line.display_name.empty() ? line.name : line.display_name;
-  const bool tpu_ops = IsTpuPlane(plane.name) && lname == "XLA Ops";
+  const bool tpu_plane = IsTpuPlane(plane.name);
+  const bool tpu_ops = tpu_plane && lname == "XLA Ops";
   if (tpu_ops) {
-    // The device's own op time (device_duration_ps) where present, else the event span; self time =
-    // that minus the device time of the direct children (nesting by span).
+    // The device's own timespan (device_offset_ps, device_duration_ps) where present, else the event's, as
+    // XProf's GetDeviceEventTimespan; self time = that duration minus the device durations of the direct
+    // children, nesting by the device timespans in line order (XProf's AncestorStack: an event is a child
+    // of the innermost open event whose device timespan includes its own).
     auto dev = [](const Event& e) { return e.device_duration_ps >= 0 ? e.device_duration_ps : e.duration_ps; };
+    auto dev_begin = [](const Event& e) {
+      return e.device_offset_ps >= 0 ? e.device_offset_ps : e.offset_ps;
+    };
     std::vector<int64_t>& cd = child_dev_;
     cd.assign(ev.size(), 0);
     stack.clear();
     for (uint32_t i = 0; i < ev.size(); ++i) {
       const Event& e = ev[i];
-      while (!stack.empty() && ev[stack.back()].offset_ps + ev[stack.back()].duration_ps <= e.offset_ps) {
+      const int64_t b = dev_begin(e), end = b + dev(e);
+      while (!stack.empty()) {
+        const Event& p = ev[stack.back()];
+        const int64_t pb = dev_begin(p);
+        if (pb <= b && end <= pb + dev(p)) break;
         stack.pop_back();
       }
       if (!stack.empty()) cd[stack.back()] += dev(e);
@@ -98,8 +108,10 @@ void XPlaneStats::OnLine(PlaneInfo& plane, Line& line) {
       const Event& e = ev[i];
       auto it = plane.event_metadata.find(e.metadata_id);
       const EventMeta* m = it == plane.event_metadata.end() ? nullptr : &it->second;
-      int64_t program = e.program_id >= 0 ? e.program_id : (m ? m->program_id : -1);
-      TpuAgg& a = tpu_ops_[{program, e.metadata_id}];
+      const uint64_t program =
+          e.program_id != kNoProgramId ? e.program_id : (m ? m->program_id : kNoProgramId);
+      TpuAgg& a = tpu_ops_[{program, m ? (m->display_name.empty() ? m->name : m->display_name)
+                                       : std::to_string(e.metadata_id)}];
       int64_t t = dev(e);
       a.occurrences += e.occurrences;
       a.total_ps += t;
@@ -126,7 +138,9 @@ void XPlaneStats::OnLine(PlaneInfo& plane, Line& line) {
     a.occurrences += e.occurrences;
     a.total_ps += e.duration_ps;
     a.self_ps += self;
-    if (e.hlo_op >= 0 && !tpu_ops) {
+    // On TPU planes only the "XLA Ops" line gives HLO-op rows, as XProf's hlo_stats: the events of
+    // "Async XLA Ops" carry an hlo_op stat too, but repeat the copy-start/copy-done ops as async spans.
+    if (e.hlo_op >= 0 && !tpu_plane) {
       Agg& h = hlo_ops_[{e.program_id, e.hlo_module, e.hlo_op}];
       if (h.occurrences == 0 || e.duration_ps < h.min_ps) h.min_ps = e.duration_ps;
       if (h.occurrences == 0 || e.duration_ps > h.max_ps) h.max_ps = e.duration_ps;
@@ -221,7 +235,8 @@ void XPlaneStats::OnLine(PlaneInfo& plane, Line& line) {
 
 void XPlaneStats::EndPlane(const PlaneInfo& plane) {
   ++planes_;
-  std::vector<std::pair<std::tuple<int64_t, int32_t, int32_t>, Agg>> sorted(hlo_ops_.begin(), hlo_ops_.end());
+  std::vector<std::pair<std::tuple<uint64_t, int32_t, int32_t>, Agg>> sorted(hlo_ops_.begin(),
+                                                                            hlo_ops_.end());
   std::sort(sorted.begin(), sorted.end(),
             [](const auto& a, const auto& b) { return a.second.total_ps > b.second.total_ps; });
   int64_t all = 0;
@@ -230,7 +245,7 @@ void XPlaneStats::EndPlane(const PlaneInfo& plane) {
     const auto& [program_id, module, op] = k;
     Json r = out_.Record("hlo_op");
     r["plane"] = plane.name;
-    if (program_id >= 0) r["program_id"] = program_id;
+    if (program_id != kNoProgramId) r["program_id"] = program_id;
     if (module >= 0) r["hlo_module"] = plane.strings[module];
     r["hlo_op_name"] = plane.strings[op];
     r["occurrences"] = a.occurrences;
@@ -241,7 +256,7 @@ void XPlaneStats::EndPlane(const PlaneInfo& plane) {
     out_.Write(r);
   }
   // TPU ops of this core, by total time.
-  std::vector<std::pair<std::pair<int64_t, int64_t>, TpuAgg>> tpu(tpu_ops_.begin(), tpu_ops_.end());
+  std::vector<std::pair<std::pair<uint64_t, std::string>, TpuAgg>> tpu(tpu_ops_.begin(), tpu_ops_.end());
   std::sort(tpu.begin(), tpu.end(), [](const auto& a, const auto& b) {
     if (a.second.total_ps != b.second.total_ps) return a.second.total_ps > b.second.total_ps;
     return a.first < b.first;
@@ -249,12 +264,11 @@ void XPlaneStats::EndPlane(const PlaneInfo& plane) {
   int64_t tpu_all = 0;
   for (const auto& [k, a] : tpu) tpu_all += a.total_ps;
   for (const auto& [k, a] : tpu) {
-    auto it = plane.event_metadata.find(k.second);
-    std::string name = it == plane.event_metadata.end() ? std::to_string(k.second) : it->second.name;
+    const std::string& name = k.second;
     Json h = out_.Record("hlo_op");
     h["plane"] = plane.name;
     h["core"] = plane.name.substr(std::string("/device:TPU:").size());
-    if (k.first >= 0) h["program_id"] = k.first;
+    if (k.first != kNoProgramId) h["program_id"] = k.first;
     h["hlo_op_name"] = name;
     AddTpuFields(h, a, tpu_all);
     out_.Write(h);
@@ -284,7 +298,7 @@ void XPlaneStats::EndPlane(const PlaneInfo& plane) {
 
 void XPlaneStats::Finish() {
   // TPU ops over all cores, keyed by (program id, op name), as XProf's hlo_stats rows.
-  std::vector<const std::pair<const std::pair<int64_t, std::string>, AllCores>*> rows;
+  std::vector<const std::pair<const std::pair<uint64_t, std::string>, AllCores>*> rows;
   int64_t all = 0;
   for (const auto& kv : all_cores_) {
     rows.push_back(&kv);
@@ -296,7 +310,7 @@ void XPlaneStats::Finish() {
   });
   for (const auto* kv : rows) {
     Json r = out_.Record("hlo_op_all_cores");
-    if (kv->first.first >= 0) r["program_id"] = kv->first.first;
+    if (kv->first.first != kNoProgramId) r["program_id"] = kv->first.first;
     r["hlo_op_name"] = kv->first.second;
     r["cores"] = kv->second.cores.size();
     AddTpuFields(r, kv->second.agg, all);

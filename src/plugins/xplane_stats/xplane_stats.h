@@ -31,22 +31,25 @@ class XPlaneStats : public Visitor {
   JsonlWriter& out_;
   int planes_ = 0;
   int64_t plane_lines_ = 0, plane_events_ = 0, plane_busy_ps_ = 0;
-  // (program_id, hlo_module id, hlo_op id) -> totals, for events that carry an hlo_op stat.
-  std::map<std::tuple<int64_t, int32_t, int32_t>, Agg> hlo_ops_;
-  // TPU "XLA Ops" lines: per (program_id, event metadata id) of the plane, times from device_duration_ps.
+  // (program_id, hlo_module id, hlo_op id) -> totals, for events that carry an hlo_op stat (not on TPU
+  // planes, whose ops come from their "XLA Ops" line).
+  std::map<std::tuple<uint64_t, int32_t, int32_t>, Agg> hlo_ops_;
+  // TPU "XLA Ops" lines: per (program_id, op name) of the plane, times from device_duration_ps. The op name
+  // is the event metadata's display name (the instruction name; its name is the instruction's text), else
+  // its name.
   struct TpuAgg {
     int64_t occurrences = 0;
     int64_t total_ps = 0, self_ps = 0;
     double flops = 0, bytes = 0;
     bool has_flops = false, has_bytes = false, device_time = true;
   };
-  std::map<std::pair<int64_t, int64_t>, TpuAgg> tpu_ops_;
+  std::map<std::pair<uint64_t, std::string>, TpuAgg> tpu_ops_;
   // Over all TPU planes: (program_id, op name) -> totals and the cores it ran on.
   struct AllCores {
     TpuAgg agg;
     std::vector<std::string> cores;
   };
-  std::map<std::pair<int64_t, std::string>, AllCores> all_cores_;
+  std::map<std::pair<uint64_t, std::string>, AllCores> all_cores_;
   std::vector<int64_t> child_;  // scratch of OnLine, kept to avoid reallocation
   std::vector<int64_t> child_dev_;
   std::vector<uint32_t> stack_;

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <map>
 #include <sstream>
 
 #include "plugins/common/plugin_io.h"
@@ -227,6 +228,89 @@ TEST(XPlaneStats, TpuOpsPerCoreAndOverCoresByProgramWithDeviceDurations) {
   Json fusion_all = row(all, "", 7, "fusion.1");
   EXPECT_EQ(fusion_all["occurrences"], 4);
   EXPECT_DOUBLE_EQ(fusion_all["total_time"].get<double>(), (90 + 95 + 91 + 95) / 1000.0);
+}
+
+// As real TPU profiles write them (XProf's own test profile tpu_inference_2): the metadata's name is the
+// instruction's text and its display name the op; program_id is a uint64 above 2^63; an "Async XLA Ops"
+// line repeats copy ops with an hlo_op stat; nesting follows the device's timespans (device_offset_ps),
+// not the spans.
+TEST(XPlaneStats, TpuOpsAsRealTpuProfilesWriteThem) {
+  XSpace space;
+  XPlane* p = space.add_planes();
+  p->set_id(2);
+  p->set_name("/device:TPU:0");
+  (*p->mutable_stat_metadata())[1].set_name("program_id");
+  (*p->mutable_stat_metadata())[2].set_name("flops");
+  (*p->mutable_stat_metadata())[3].set_name("bytes_accessed");
+  (*p->mutable_stat_metadata())[4].set_name("device_duration_ps");
+  (*p->mutable_stat_metadata())[5].set_name("device_offset_ps");
+  (*p->mutable_stat_metadata())[6].set_name("hlo_op");
+  auto md = [&](int64_t id, const std::string& text, const std::string& op) {
+    XEventMetadata& m = (*p->mutable_event_metadata())[id];
+    m.set_id(id);
+    m.set_name(text);
+    m.set_display_name(op);
+    XStat* st = m.add_stats();
+    st->set_metadata_id(1);
+    st->set_uint64_value(12190760917235803885ull);
+    st = m.add_stats();
+    st->set_metadata_id(2);
+    st->set_int64_value(1000);
+    st = m.add_stats();
+    st->set_metadata_id(3);
+    st->set_int64_value(4096);
+  };
+  md(1, "%fusion.1 = f32[8]{0} fusion(f32[8]{0} %p), kind=kLoop, calls=%fused_computation", "fusion.1");
+  md(2, "%copy-start = (f32[8]{0}, f32[8]{0}, u32[]) copy-start(f32[8]{0} %p)", "copy-start");
+  md(3, "%copy-done = f32[8]{0} copy-done((f32[8]{0}, f32[8]{0}, u32[]) %copy-start)", "copy-done");
+  auto add = [&](XLine* line, int64_t id, int64_t off_ns, int64_t span_ns, int64_t dev_off_ns,
+                 int64_t dev_ns) {
+    XEvent* e = line->add_events();
+    e->set_metadata_id(id);
+    e->set_offset_ps(off_ns * 1000);
+    e->set_duration_ps(span_ns * 1000);
+    XStat* st = e->add_stats();
+    st->set_metadata_id(5);
+    st->set_int64_value(dev_off_ns * 1000);
+    st = e->add_stats();
+    st->set_metadata_id(4);
+    st->set_int64_value(dev_ns * 1000);
+    return e;
+  };
+  XLine* ops = p->add_lines();
+  ops->set_name("XLA Ops");
+  // copy-done's span holds fusion.1's span, but on the device fusion.1 starts before copy-done: no child.
+  add(ops, 2, 0, 10, 0, 8);
+  add(ops, 3, 100, 1000, 120, 900);
+  add(ops, 1, 200, 100, 110, 90);
+  // copy-start's device timespan holds the second fusion.1's: a child there, though the spans do not nest.
+  add(ops, 2, 2000, 50, 2000, 500);
+  add(ops, 1, 2060, 100, 2100, 100);
+  XLine* async = p->add_lines();
+  async->set_name("Async XLA Ops");
+  XEvent* a = add(async, 2, 0, 1100, 0, 1100);
+  XStat* st = a->add_stats();
+  st->set_metadata_id(6);
+  st->set_str_value("copy-done");
+
+  auto recs = Analyze(space.SerializeAsString());
+  std::map<std::string, Json> rows;
+  for (const auto& r : recs) {
+    if (r["record_type"] == "hlo_op") rows[r["hlo_op_name"].get<std::string>()] = r;
+  }
+  // One row per op, named by the display name; nothing from the async line.
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& [op, r] : rows) {
+    EXPECT_EQ(r["program_id"].get<uint64_t>(), 12190760917235803885ull) << op;
+    EXPECT_EQ(r["occurrences"], 2 - (op == "copy-done")) << op;
+  }
+  EXPECT_DOUBLE_EQ(rows["copy-done"]["total_time"].get<double>(), 0.9);
+  EXPECT_DOUBLE_EQ(rows["copy-done"]["total_self_time"].get<double>(), 0.9);
+  EXPECT_DOUBLE_EQ(rows["copy-start"]["total_time"].get<double>(), 0.508);
+  EXPECT_DOUBLE_EQ(rows["copy-start"]["total_self_time"].get<double>(), 0.408);
+  EXPECT_DOUBLE_EQ(rows["fusion.1"]["total_time"].get<double>(), 0.19);
+  EXPECT_DOUBLE_EQ(rows["fusion.1"]["flops"].get<double>(), 2000);
+  EXPECT_DOUBLE_EQ(rows["fusion.1"]["bytes_accessed"].get<double>(), 8192);
 }
 
 }  // namespace
