@@ -159,7 +159,9 @@ if [ -z "$ISOLATION" ]; then
   buildah rm falcon-isolation-probe >/dev/null 2>&1 || true
 fi
 step "building $TAG from deploy/Dockerfile (buildah bud --pull=never --layers, isolation $ISOLATION, -j$JOBS)"
-buildah bud --pull=never --layers --isolation="$ISOLATION" --network=host \
+# --format docker: the OCI image config has no SHELL, so buildah would ignore the Dockerfile's SHELL (bash
+# with pipefail) and run the RUN steps with /bin/sh, as docker build would not.
+buildah bud --pull=never --layers --format docker --isolation="$ISOLATION" --network=host \
   --build-arg BUILD_JOBS="$JOBS" -f deploy/Dockerfile -t "$TAG" "$ROOT"
 
 ID=$(podman image inspect --format '{{.Id}}' "$TAG")
