@@ -102,6 +102,12 @@ SLIM_EXCLUDES=(
   --dpkgopt='path-exclude=/usr/share/linda/*' --dpkgopt='path-exclude=/usr/share/locale/*'
   --dpkgopt='path-include=/usr/share/locale/locale.alias'
 )
+# Merged /usr the way the official images have it: bookworm's init-system-helpers depends on
+# "usrmerge | usr-is-merged", and without this hook apt takes usrmerge, which drags perl and its modules
+# (about 50 MB) into the root filesystem. The hook sets up the /usr symlinks itself and installs the tiny
+# usr-is-merged. Only the runtime base needs it: the build stage installs perl anyway (dpkg-dev), so its
+# base (and the cached compile layers on top of it) is left as it is.
+MERGED_USR=(--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr)
 ARCH=$(dpkg --print-architecture)
 MMDEBSTRAP_VERSION=$(mmdebstrap --version | head -1)
 
@@ -121,7 +127,8 @@ make_base() {
       bookworm "$tar.partial" "$SOURCES_FILE" >&2
     mv "$tar.partial" "$tar"
     # Older tarballs of this name are stale inputs.
-    find "$CACHE/rootfs" -name "$name-*.tar" ! -name "$(basename "$tar")" -delete
+    # (The key is 16 hex digits, so bookworm-* does not match the bookworm-slim-* tarballs.)
+    find "$CACHE/rootfs" -name "$name-$(printf '%.0s[0-9a-f]' {1..16}).tar" ! -name "$(basename "$tar")" -delete
   fi
   echo "$tar $key"
 }
@@ -141,7 +148,7 @@ import_base() {
 }
 
 read -r BOOKWORM_TAR BOOKWORM_KEY < <(make_base bookworm)
-read -r SLIM_TAR SLIM_KEY < <(make_base bookworm-slim "${SLIM_EXCLUDES[@]}")
+read -r SLIM_TAR SLIM_KEY < <(make_base bookworm-slim "${MERGED_USR[@]}" "${SLIM_EXCLUDES[@]}")
 import_base "$BOOKWORM_TAR" "$BOOKWORM_KEY" docker.io/library/debian:bookworm
 import_base "$SLIM_TAR" "$SLIM_KEY" docker.io/library/debian:bookworm-slim
 [ "$BASES_ONLY" = 1 ] && { step "bases ready"; exit 0; }
@@ -159,7 +166,9 @@ if [ -z "$ISOLATION" ]; then
   buildah rm falcon-isolation-probe >/dev/null 2>&1 || true
 fi
 step "building $TAG from deploy/Dockerfile (buildah bud --pull=never --layers, isolation $ISOLATION, -j$JOBS)"
-buildah bud --pull=never --layers --isolation="$ISOLATION" --network=host \
+# --format docker: the OCI image config has no SHELL, so buildah would ignore the Dockerfile's SHELL (bash
+# with pipefail) and run the RUN steps with /bin/sh, as docker build would not.
+buildah bud --pull=never --layers --format docker --isolation="$ISOLATION" --network=host \
   --build-arg BUILD_JOBS="$JOBS" -f deploy/Dockerfile -t "$TAG" "$ROOT"
 
 ID=$(podman image inspect --format '{{.Id}}' "$TAG")

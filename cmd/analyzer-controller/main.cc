@@ -22,6 +22,7 @@
 #include "common/grpc_limits.h"
 #include "common/listen_address.h"
 #include "common/quantity.h"
+#include "common/version.h"
 #include "common/logging.h"
 #include "controller/api_client.h"
 #include "controller/catalog.h"
@@ -227,6 +228,7 @@ int Fail(const std::string& what) {
 int main(int argc, char** argv) {
   Flags f;
   CLI::App app{"analyzer-controller: admission, Pods, watch, recovery and leader election for analyses"};
+  app.set_version_flag("--version", std::string("analyzer-controller ") + falcon::kVersion);
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.add_option("--api-server", f.api_server, "API server gRPC address HOST:PORT (FalconAPIService)")->required();
   app.add_option("--api-token-file", f.api_token_file,

@@ -26,6 +26,7 @@
 #include "common/clock.h"
 #include "common/grpc_limits.h"
 #include "common/logging.h"
+#include "common/version.h"
 #include "objstore/object_store.h"
 #include "runner/input_roots.h"
 #include "auth/issuer_router.h"
@@ -45,6 +46,7 @@ int Fail(const std::string& what) {
 
 int main(int argc, char** argv) {
   CLI::App app{"falcon-apiserver: HTTP/JSON API and gRPC FalconAPIService over the Falcon database"};
+  app.set_version_flag("--version", std::string("falcon-apiserver ") + falcon::kVersion);
   std::string db_url;
   std::string http_listen = "127.0.0.1:8080";
   std::string grpc_listen = "127.0.0.1:9090";

@@ -2,12 +2,14 @@
 #include <CLI/CLI.hpp>
 
 #include "common/clock.h"
+#include "common/version.h"
 #include "runner/runner.h"
 
 int main(int argc, char** argv) {
   falcon::runner::RunnerOptions o;
   std::string phase = "all";
   CLI::App app{"falcon-runner: stage inputs, run one analysis command, upload its log and results"};
+  app.set_version_flag("--version", std::string("falcon-runner ") + falcon::kVersion);
   app.add_option("--phase", phase,
                  "all | stage | run | upload: the whole Pod in one process, or one of the Kubernetes roles "
                  "(docs/runner.md)")

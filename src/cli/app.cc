@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/context.h"
 #include "cli/helpers.h"
+#include "common/version.h"
 
 namespace falcon::cli {
 namespace {
@@ -87,6 +88,7 @@ int Run(const std::vector<std::string>& args, const Io& io) {
   Context ctx(io);
   CLI::App app{"falcon", "falcon"};
   app.set_help_all_flag("--help-all", "Show the help of every command");
+  app.set_version_flag("--version", std::string("falcon ") + kVersion, "Print the version and exit");
   BuildRoot(app, ctx);
   std::vector<const char*> argv;
   for (const auto& a : args) argv.push_back(a.c_str());
@@ -95,6 +97,8 @@ int Run(const std::vector<std::string>& args, const Io& io) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e, ctx.out(), ctx.err());
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e, ctx.out(), ctx.err());
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e, ctx.out(), ctx.err());
   } catch (const CLI::ParseError& e) {
     return ReportParseError(app, e, ctx);

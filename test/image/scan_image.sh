@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Scans the image deploy/build-image.sh built: no compiler, no apt lists or package caches, default user
 # 65532, every binary starts, every plugin of deploy/plugins.yaml is on PATH, python3 imports the analysis
-# libraries (docs/analysis-environment.md), and prints the size (fails above FALCON_IMAGE_MAX_MB, 250).
+# libraries (docs/analysis-environment.md), prints the size (fails above FALCON_IMAGE_MAX_MB, 250) and what
+# each layer adds, then runs analyses in the image (test/image/run_analyses.sh: the plugins, the demo's
+# online Python analysis, the examples of docs/analysis-examples/).
 # Exits 77 (skipped) when buildah/podman are missing or the image was not built.
 # Usage: test/image/scan_image.sh [IMAGE]   (default $FALCON_IMAGE_TAG or localhost/falcon-analyzer:dev)
 #
@@ -25,8 +27,18 @@ bad() { echo "FAIL $*"; FAILS=$((FAILS + 1)); }
 CTR=$(buildah from --pull=never --quiet "$IMAGE") || { echo "FAIL cannot create a working container of $IMAGE"; exit 1; }
 trap 'buildah umount "$CTR" >/dev/null 2>&1; buildah rm "$CTR" >/dev/null 2>&1' EXIT
 MNT=$(buildah mount "$CTR") || { echo "FAIL cannot mount $IMAGE"; exit 1; }
-# run CMD...: runs CMD in the image as its configured user, with its environment and working directory.
-run() { buildah run --isolation=chroot "$CTR" -- "$@"; }
+# run CMD...: runs CMD in the image as its configured user, with its environment and working directory;
+# prints its stdout and stderr and returns its status. The output goes through a file of the container, read
+# from the mount: buildah run with chroot isolation now and then loses a command's stdout on its way out
+# (seen with outputs of some tens of KB: 1 run in 20 printed nothing).
+run() {
+  local rc
+  buildah run --isolation=chroot "$CTR" -- sh -c '"$@" >/tmp/.falcon-run.out 2>&1' sh "$@" </dev/null
+  rc=$?
+  cat "$MNT/tmp/.falcon-run.out" 2>/dev/null
+  rm -f "$MNT/tmp/.falcon-run.out"
+  return $rc
+}
 
 # --- the filesystem --------------------------------------------------------------------------------------
 found=""
@@ -46,9 +58,16 @@ uid=$(run id -u 2>&1)
 [ "$uid" = 65532 ] && ok "runs as uid $uid" || bad "runs as uid '$uid', want 65532"
 
 # --- the binaries and plugins ----------------------------------------------------------------------------
+# The four binaries the manifests and the CLI users run print their version; any other binary of the image
+# starts with --version or --help.
 shopt -s nullglob
+for b in falcon-apiserver analyzer-controller falcon-runner falcon; do
+  [ -x "$MNT/opt/falcon/bin/$b" ] || { bad "$b is not in /opt/falcon/bin"; continue; }
+  v=$(run "$b" --version 2>&1) && [ -n "$v" ] && ok "$b --version: $v" || bad "$b --version: $(echo "$v" | tail -2 | tr '\n' ' ')"
+done
 for path in "$MNT"/opt/falcon/bin/*; do
   b=$(basename "$path")
+  case "$b" in falcon-apiserver|analyzer-controller|falcon-runner|falcon) continue ;; esac
   if run "$b" --version >/dev/null 2>&1; then ok "$b --version"
   elif run "$b" --help >/dev/null 2>&1; then ok "$b --help"
   else bad "$b starts with neither --version nor --help: $(run "$b" --help 2>&1 | tail -2 | tr '\n' ' ')"; fi
@@ -72,7 +91,14 @@ size=$(podman image inspect --format '{{.Size}}' "$IMAGE")
 mb=$((size / 1000000))
 echo "size $IMAGE: $size bytes ($mb MB uncompressed; goal < $MAX_MB MB)"
 du -sm "$MNT"/usr/lib/python3 "$MNT"/usr/lib/x86_64-linux-gnu "$MNT"/opt/falcon 2>/dev/null | sed "s#$MNT##; s/^/     /"
+# What each layer adds (the base, the packages RUN, the COPYs of the build stage's outputs).
+podman history --format '{{.Size}}\t{{.CreatedBy}}' "$IMAGE" | awk -F '\t' '$1 !~ /^0 ?B$/ { printf "     %-9s %s\n", $1, substr($2, 1, 90) }'
 [ "$mb" -lt "$MAX_MB" ] && ok "size $mb MB < $MAX_MB MB" || bad "size $mb MB >= $MAX_MB MB (FALCON_IMAGE_MAX_MB)"
+
+# --- analyses in the image (test/image/run_analyses.sh) ---------------------------------------------------
+echo "analyses in the image (test/image/run_analyses.sh):"
+bash test/image/run_analyses.sh "$IMAGE" | sed 's/^/  /'
+[ "${PIPESTATUS[0]}" -eq 0 ] && ok "analyses in the image" || bad "analyses in the image (above)"
 
 [ "$FAILS" -eq 0 ] && { echo "image scan: all checks passed"; exit 0; }
 echo "image scan: $FAILS check(s) failed"
