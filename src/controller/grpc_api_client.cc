@@ -19,8 +19,14 @@ class GrpcApiClient : public ApiClient {
         clock_(clock),
         options_(o),
         backoff_(o.retry_base, o.retry_max, &random),
-        stub_(apiv1::FalconAPIService::NewStub(
-            grpc::CreateChannel(target, grpc::InsecureChannelCredentials()))) {}
+        stub_(apiv1::FalconAPIService::NewStub(MakeChannel(target, o))) {}
+
+  static std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, const GrpcApiClientOptions& o) {
+    grpc::ChannelArguments args;
+    if (o.credentials != nullptr && !o.tls_server_name.empty()) args.SetSslTargetNameOverride(o.tls_server_name);
+    return grpc::CreateCustomChannel(
+        target, o.credentials != nullptr ? o.credentials : grpc::InsecureChannelCredentials(), args);
+  }
 
   void SetLeaseEpoch(int64_t epoch) override { epoch_.store(epoch); }
 

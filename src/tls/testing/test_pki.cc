@@ -1,6 +1,9 @@
 #include "tls/testing/test_pki.h"
 
+#include <openssl/bn.h>
 #include <openssl/ec.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
 #include <openssl/x509.h>
@@ -136,6 +139,35 @@ TestCert TestCa::Client(const std::string& cn, const std::vector<std::string>& o
   s.serial = serial;
   s.server = false;
   return Issue(s);
+}
+
+std::string PeerCertificateSerial(int port, const std::string& ca_pem) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()), &SSL_CTX_free);
+  BIO* bio = BIO_new_mem_buf(ca_pem.data(), static_cast<int>(ca_pem.size()));
+  X509* ca = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr);
+  BIO_free(bio);
+  if (ca != nullptr) X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx.get()), ca);
+  X509_free(ca);
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  std::unique_ptr<BIO, decltype(&BIO_free_all)> conn(BIO_new_ssl_connect(ctx.get()), &BIO_free_all);
+  BIO_set_conn_hostname(conn.get(), ("127.0.0.1:" + std::to_string(port)).c_str());
+  SSL* ssl = nullptr;
+  BIO_get_ssl(conn.get(), &ssl);
+  SSL_set1_host(ssl, "127.0.0.1");
+  if (BIO_do_connect(conn.get()) != 1 || BIO_do_handshake(conn.get()) != 1) {
+    char why[256] = "connection closed";
+    if (unsigned long e = ERR_get_error(); e != 0) ERR_error_string_n(e, why, sizeof(why));
+    ERR_clear_error();
+    return std::string("handshake failed: ") + why;
+  }
+  X509* peer = SSL_get0_peer_certificate(ssl);
+  if (peer == nullptr) return "handshake failed: no certificate";
+  BIGNUM* bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(peer), nullptr);
+  char* hex = BN_bn2hex(bn);
+  std::string out = hex;
+  OPENSSL_free(hex);
+  BN_free(bn);
+  return out;
 }
 
 void WriteFile(const std::string& path, const std::string& data) {

@@ -36,6 +36,10 @@ class TestCa {
   TestCert ca_;
 };
 
+// The serial number (upper-case hex) of the certificate the TLS server at 127.0.0.1:port presents to a new
+// connection, verified with `ca_pem` for the name 127.0.0.1; "handshake failed: <why>" otherwise.
+std::string PeerCertificateSerial(int port, const std::string& ca_pem);
+
 // Writes `data` to `path` (replacing it).
 void WriteFile(const std::string& path, const std::string& data);
 
