@@ -35,6 +35,20 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using tls::testing::TestCa;
 using tls::testing::WriteFile;
+namespace apiv1 = ::falcon::api::v1;
+
+tls::ClientTlsFiles Files(const std::string& ca, const std::string& cert = "", const std::string& key = "") {
+  tls::ClientTlsFiles f;
+  f.ca_file = ca;
+  f.cert_file = cert;
+  f.key_file = key;
+  return f;
+}
+net::ClientOptions WithTls(const net::TlsOptions& tls) {
+  net::ClientOptions o;
+  o.tls = tls;
+  return o;
+}
 
 std::string PeerSerial(int port, const std::string& ca_pem) { return tls::testing::PeerCertificateSerial(port, ca_pem); }
 
@@ -109,7 +123,7 @@ class TlsTest : public ::testing::Test {
 
   absl::StatusOr<net::HttpResponse> Get(const std::string& url, net::TlsOptions tls,
                                         const std::string& bearer = "") {
-    net::HttpClient client(net::ClientOptions{.tls = tls});
+    net::HttpClient client(WithTls(tls));
     net::HttpRequest req;
     req.url = url;
     req.bearer_token = bearer;
@@ -118,7 +132,11 @@ class TlsTest : public ::testing::Test {
     return client.Send(req);
   }
   std::string Https(const std::string& path) { return "https://127.0.0.1:" + std::to_string(port_) + path; }
-  net::TlsOptions Trusting(const std::string& ca_pem) { return net::TlsOptions{.ca_pem = ca_pem}; }
+  net::TlsOptions Trusting(const std::string& ca_pem) {
+    net::TlsOptions t;
+    t.ca_pem = ca_pem;
+    return t;
+  }
 
   std::unique_ptr<apiv1::FalconAPIService::Stub> Stub(const tls::ClientTlsFiles& f) {
     auto creds = tls::GrpcChannelCredentials(f, "api-");
@@ -177,14 +195,14 @@ TEST_F(TlsTest, HttpsWithTheCaWorksAndReadyzSaysTls) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(json::parse(r->body)["username"], "token:admin") << r->body;
   // Keep-alive and a body over TLS: several requests on one client.
-  net::HttpClient client(net::ClientOptions{.tls = Trusting(ca_.cert_pem())});
+  net::HttpClient client(WithTls(Trusting(ca_.cert_pem())));
   for (int i = 0; i < 3; ++i) {
     net::HttpRequest req;
     req.method = "POST";
     req.url = Https("/v1/exps");
     req.bearer_token = "secret-of-admin";
     req.headers = {"Content-Type: application/json"};
-    req.body = json{{"exp_id", "e" + std::to_string(i)}, {"status", "completed"}}.dump();
+    req.body = json{{"exp_id", "e" + std::to_string(i)}, {"name", "e"}, {"status", "completed"}}.dump();
     auto c = client.Send(req);
     ASSERT_TRUE(c.ok()) << c.status();
     EXPECT_EQ(c->status, 201) << c->body;
@@ -265,11 +283,11 @@ TEST_F(TlsTest, ANewConnectionSeesAReloadedCertificateAndABrokenOneKeepsTheOld) 
   EXPECT_NE(r->body.find("refused"), std::string::npos) << r->body;
 
   // gRPC follows too (its provider re-reads the checked copy every second): a new channel sees serial 02.
-  auto stub = Stub({.ca_file = files_.client_ca_file});
+  auto stub = Stub(Files(files_.client_ca_file));
   std::string serial;
   for (auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
        std::chrono::steady_clock::now() < deadline; std::this_thread::sleep_for(std::chrono::milliseconds(200))) {
-    stub = Stub({.ca_file = files_.client_ca_file});
+    stub = Stub(Files(files_.client_ca_file));
     std::string pem;
     ListRunning(*stub, &pem);
     if (pem.empty()) continue;
@@ -292,28 +310,28 @@ TEST_F(TlsTest, GrpcOverTlsWithAClientCertificate) {
       grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_), grpc::InsecureChannelCredentials()));
   EXPECT_EQ(ListRunning(*plain).error_code(), grpc::StatusCode::UNAVAILABLE);
   // TLS without a client certificate: anonymous.
-  auto anon = Stub({.ca_file = files_.client_ca_file});
+  auto anon = Stub(Files(files_.client_ca_file));
   EXPECT_EQ(ListRunning(*anon).error_code(), grpc::StatusCode::UNAUTHENTICATED);
   // With the controller's client certificate (the policy binds its CN to role controller).
   std::string base = WriteClientFiles("controller", ca_.Client("analyzer-controller", {}));
-  auto ctl = Stub({.ca_file = files_.client_ca_file, .cert_file = base + ".crt", .key_file = base + ".key"});
+  auto ctl = Stub(Files(files_.client_ca_file, base + ".crt", base + ".key"));
   grpc::Status s = ListRunning(*ctl);
   EXPECT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
   // A wrong CA on the client side: refused.
   TestCa other("another CA");
   WriteFile((dir_ / "other-ca.crt").string(), other.cert_pem());
-  auto wrong = Stub({.ca_file = (dir_ / "other-ca.crt").string()});
+  auto wrong = Stub(Files((dir_ / "other-ca.crt").string()));
   EXPECT_EQ(ListRunning(*wrong).error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
 TEST_F(TlsTest, ClientTlsFlagsAreChecked) {
-  auto c = tls::GrpcChannelCredentials({.ca_file = "", .cert_file = "x.crt", .key_file = "x.key"}, "controller-");
+  auto c = tls::GrpcChannelCredentials(Files("", "x.crt", "x.key"), "controller-");
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("--controller-ca-file"), absl::string_view::npos) << c.status();
-  c = tls::GrpcChannelCredentials({.ca_file = files_.client_ca_file, .cert_file = "x.crt"}, "controller-");
+  c = tls::GrpcChannelCredentials(Files(files_.client_ca_file, "x.crt"), "controller-");
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("together"), absl::string_view::npos) << c.status();
-  c = tls::GrpcChannelCredentials({.ca_file = (dir_ / "missing.crt").string()}, "controller-");
+  c = tls::GrpcChannelCredentials(Files((dir_ / "missing.crt").string()), "controller-");
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("missing.crt"), absl::string_view::npos) << c.status();
 }

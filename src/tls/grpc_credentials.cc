@@ -55,9 +55,9 @@ std::optional<auth::Principal> GrpcPeerPrincipal(const grpc::ServerContext& ctx)
   auto auth = ctx.auth_context();
   if (auth == nullptr) return std::nullopt;
   auto type = auth->FindPropertyValues(GRPC_TRANSPORT_SECURITY_TYPE_PROPERTY_NAME);
-  if (type.empty() || std::string(type[0].data(), type[0].size()) != GRPC_SSL_TRANSPORT_SECURITY_TYPE) {
-    return std::nullopt;
-  }
+  // "tls" from TlsServerCredentials (ours), "ssl" from SslServerCredentials.
+  const std::string kind = type.empty() ? "" : std::string(type[0].data(), type[0].size());
+  if (kind != GRPC_TLS_TRANSPORT_SECURITY_TYPE && kind != GRPC_SSL_TRANSPORT_SECURITY_TYPE) return std::nullopt;
   auto pem = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
   if (pem.empty()) return std::nullopt;
   auto p = PrincipalFromPem(std::string(pem[0].data(), pem[0].size()));
