@@ -55,8 +55,8 @@ std::string PeerSerial(int port, const std::string& ca_pem) { return tls::testin
 class TlsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/falcon-apiserver-tls-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    std::string tmpl = (fs::temp_directory_path() / "falcon-apiserver-tls-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     auto store = store::OpenStore("sqlite://" + (dir_ / "falcon.db").string());
     ASSERT_TRUE(store.ok()) << store.status();

@@ -38,8 +38,8 @@ const std::string kBin = FALCON_BIN_DIR;
 class TransportSecurity : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/falcon-transport-sec-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    std::string tmpl = (fs::temp_directory_path() / "falcon-transport-sec-XXXXXX").string();
+    ASSERT_NE(mkdtemp(tmpl.data()), nullptr);
     dir_ = tmpl;
     fs::create_directories(dir_ / "objects");
     fs::create_directories(dir_ / "state");
