@@ -41,6 +41,8 @@
 #include "runner/input_roots.h"
 #include "runtime/local_runtime.h"
 #include "spdlog/spdlog.h"
+#include "tls/grpc_credentials.h"
+#include "tls/server_certificate.h"
 
 namespace {
 
@@ -242,6 +244,33 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure-no-auth", f.insecure_no_auth,
                "serve every gRPC caller on a non-loopback --grpc-listen without --api-token-file (logged as a warning)");
   app.add_option("--http-listen", f.http_listen, "/healthz, /readyz, /metrics address HOST:PORT")->capture_default_str();
+  // Transport security (docs/security.md "Transport").
+  falcon::tls::ServerTlsFiles tls_files;
+  double tls_reload_seconds = std::chrono::duration<double>(falcon::tls::kDefaultCheckInterval).count();
+  falcon::tls::ClientTlsFiles api_tls;
+  std::string api_tls_server_name;
+  app.add_option("--tls-cert-file", tls_files.cert_file,
+                 "serve gRPC over TLS with this PEM certificate chain (tls.crt); reloaded when it changes")
+      ->envname("FALCON_TLS_CERT_FILE");
+  app.add_option("--tls-key-file", tls_files.key_file, "the PEM private key of --tls-cert-file (tls.key)")
+      ->envname("FALCON_TLS_KEY_FILE");
+  app.add_option("--client-ca-file", tls_files.client_ca_file,
+                 "require gRPC callers to present a client certificate signed by this PEM CA")
+      ->envname("FALCON_CLIENT_CA_FILE");
+  app.add_option("--tls-reload-interval", tls_reload_seconds, "seconds between checks of the TLS files")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  app.add_option("--api-ca-file", api_tls.ca_file,
+                 "talk TLS to --api-server, verifying its certificate with this PEM CA")
+      ->envname("FALCON_API_CA_FILE");
+  app.add_option("--api-client-cert-file", api_tls.cert_file,
+                 "with --api-ca-file: present this PEM client certificate to the API server")
+      ->envname("FALCON_API_CLIENT_CERT_FILE");
+  app.add_option("--api-client-key-file", api_tls.key_file, "the PEM private key of --api-client-cert-file")
+      ->envname("FALCON_API_CLIENT_KEY_FILE");
+  app.add_option("--api-tls-server-name", api_tls_server_name,
+                 "the name the API server's certificate must carry (default: the host of --api-server)")
+      ->envname("FALCON_API_TLS_SERVER_NAME");
   app.add_option("--runtime", f.runtime, "where Pods run: local")->capture_default_str();
   app.add_option("--state-dir", f.state_dir, "local runtime: the folder of local Pods (and the lease file)");
   app.add_option("--object-store", f.object_store, "results, logs and scripts: file:///DIR or gs://BUCKET")->required();
@@ -438,6 +467,22 @@ int main(int argc, char** argv) {
       spdlog::warn("INSECURE: --insecure-no-auth: the controller's gRPC on {} accepts every caller", f.grpc_listen);
     }
   }
+  {
+    auto creds = falcon::tls::GrpcChannelCredentials(api_tls, "api-");
+    if (!creds.ok()) return Fail(std::string(creds.status().message()));
+    if (!api_tls.ca_file.empty()) api_options.credentials = *creds;
+    api_options.tls_server_name = api_tls_server_name;
+  }
+  // TLS on the gRPC listener: with a client CA, only callers with a certificate it signed get through.
+  std::unique_ptr<falcon::tls::ServerCertificate> tls_cert;
+  if (!tls_files.cert_file.empty() || !tls_files.key_file.empty() || !tls_files.client_ca_file.empty()) {
+    tls_files.check_interval = std::chrono::milliseconds(static_cast<int64_t>(tls_reload_seconds * 1000));
+    tls_files.require_client_certificate = !tls_files.client_ca_file.empty();
+    auto c = falcon::tls::ServerCertificate::Create(tls_files, clock);
+    if (!c.ok()) return Fail(std::string(c.status().message()));
+    tls_cert = std::move(*c);
+    tls_cert->Start();
+  }
   auto api = falcon::controller::NewGrpcApiClient(f.api_server, clock, random, api_options);
   falcon::controller::ControllerMetrics metrics;
   falcon::controller::Controller controller(
@@ -447,7 +492,9 @@ int main(int argc, char** argv) {
   auto service = falcon::controller::NewAnalyzerControllerService(controller, callers);
   grpc::ServerBuilder builder;
   int grpc_port = 0;
-  builder.AddListeningPort(f.grpc_listen, grpc::InsecureServerCredentials(), &grpc_port);
+  builder.AddListeningPort(f.grpc_listen,
+                           tls_cert ? falcon::tls::GrpcServerCredentials(*tls_cert) : grpc::InsecureServerCredentials(),
+                           &grpc_port);
   builder.RegisterService(service.get());
   builder.SetMaxReceiveMessageSize(falcon::kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(falcon::kMaxGrpcMessageBytes);
@@ -467,11 +514,11 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
 
   spdlog::info("analyzer-controller {} up: grpc={} (port {}) http={} (port {}) runtime={} store={} catalog={} "
-               "({} plugins) limits offline={} online={} leader_elect={} input_roots={} max_cpu={} max_memory={}",
+               "({} plugins) limits offline={} online={} leader_elect={} input_roots={} max_cpu={} max_memory={} {}",
                f.identity, f.grpc_listen, grpc_port, f.http_listen, (*health)->port(), f.runtime,
                f.object_store, f.plugin_catalog, catalog->plugins().size(), cfg.offline_concurrency,
                cfg.online_concurrency, f.leader_elect, absl::StrJoin(cfg.allowed_input_roots, ", "),
-               cfg.max_resources.cpu, cfg.max_resources.memory);
+               cfg.max_resources.cpu, cfg.max_resources.memory, tls_cert ? tls_cert->Describe() : "tls: off");
   controller.Start();
 
   while (!g_stop.load()) {

@@ -34,6 +34,8 @@
 #include "auth/token_secret.h"
 #include "auth/static_tokens.h"
 #include "store/store.h"
+#include "tls/grpc_credentials.h"
+#include "tls/server_certificate.h"
 
 namespace {
 
@@ -146,6 +148,37 @@ int main(int argc, char** argv) {
                  "with auth on: where the first start writes the controller's token (mode 0600); default "
                  "<db dir>/controller.token for a SQLite --db")
       ->envname("FALCON_CONTROLLER_TOKEN_FILE");
+  // Transport security (docs/security.md "Transport").
+  falcon::tls::ServerTlsFiles tls_files;
+  double tls_reload_seconds = std::chrono::duration<double>(falcon::tls::kDefaultCheckInterval).count();
+  falcon::tls::ClientTlsFiles controller_tls;
+  std::string controller_tls_server_name;
+  app.add_option("--tls-cert-file", tls_files.cert_file,
+                 "serve HTTPS and gRPC over TLS with this PEM certificate chain (e.g. a Secret's tls.crt); "
+                 "reloaded when it changes")
+      ->envname("FALCON_TLS_CERT_FILE");
+  app.add_option("--tls-key-file", tls_files.key_file, "the PEM private key of --tls-cert-file (tls.key)")
+      ->envname("FALCON_TLS_KEY_FILE");
+  app.add_option("--client-ca-file", tls_files.client_ca_file,
+                 "accept client certificates signed by this PEM CA: CN is the user, O the groups (roles from "
+                 "--policy-file)")
+      ->envname("FALCON_CLIENT_CA_FILE");
+  app.add_option("--tls-reload-interval", tls_reload_seconds, "seconds between checks of the TLS files")
+      ->envname("FALCON_TLS_RELOAD_INTERVAL")
+      ->check(CLI::Range(1.0, 3600.0))
+      ->capture_default_str();
+  app.add_option("--controller-ca-file", controller_tls.ca_file,
+                 "talk TLS to the controller, verifying its certificate with this PEM CA")
+      ->envname("FALCON_CONTROLLER_CA_FILE");
+  app.add_option("--controller-client-cert-file", controller_tls.cert_file,
+                 "with --controller-ca-file: present this PEM client certificate to the controller")
+      ->envname("FALCON_CONTROLLER_CLIENT_CERT_FILE");
+  app.add_option("--controller-client-key-file", controller_tls.key_file,
+                 "the PEM private key of --controller-client-cert-file")
+      ->envname("FALCON_CONTROLLER_CLIENT_KEY_FILE");
+  app.add_option("--controller-tls-server-name", controller_tls_server_name,
+                 "the name the controller's certificate must carry (default: the host of --controller-addr)")
+      ->envname("FALCON_CONTROLLER_TLS_SERVER_NAME");
   CLI11_PARSE(app, argc, argv);
 
   falcon::InitLogging("falcon-apiserver", log_level, log_format);
@@ -211,6 +244,17 @@ int main(int argc, char** argv) {
   falcon::SystemClock clock;
   falcon::SystemRandom random;
   falcon::apiserver::Metrics metrics;
+
+  // TLS: one certificate for both listeners, reloaded when its files change.
+  std::unique_ptr<falcon::tls::ServerCertificate> tls_cert;
+  if (!tls_files.cert_file.empty() || !tls_files.key_file.empty() || !tls_files.client_ca_file.empty()) {
+    tls_files.check_interval = std::chrono::milliseconds(static_cast<int64_t>(tls_reload_seconds * 1000));
+    auto c = falcon::tls::ServerCertificate::Create(tls_files, clock);
+    if (!c.ok()) return Fail(std::string(c.status().message()));
+    tls_cert = std::move(*c);
+    tls_cert->Start();
+    service_options.transport_status = [&tls_cert] { return tls_cert->Describe(); };
+  }
   falcon::apiserver::ControllerClientOptions controller_options;
   controller_options.retry_budget =
       std::chrono::milliseconds(static_cast<int64_t>(controller_retry_seconds * 1000));
@@ -267,6 +311,12 @@ int main(int argc, char** argv) {
       return Fail("--controller-token-file " + controller_token_file + " does not exist");
     }
   }
+  {
+    auto creds = falcon::tls::GrpcChannelCredentials(controller_tls, "controller-");
+    if (!creds.ok()) return Fail(std::string(creds.status().message()));
+    if (!controller_tls.ca_file.empty()) controller_options.credentials = *creds;
+    controller_options.tls_server_name = controller_tls_server_name;
+  }
   auto controller =
       falcon::apiserver::ControllerClient::Create(controller_addr, controller_options, clock, metrics);
   if (!controller.ok()) return Fail(std::string(controller.status().message()));
@@ -277,7 +327,9 @@ int main(int argc, char** argv) {
   falcon::apiserver::FalconApiService service(api, metrics);
   grpc::ServerBuilder builder;
   int grpc_bound = 0;
-  builder.AddListeningPort(grpc_listen, grpc::InsecureServerCredentials(), &grpc_bound);
+  builder.AddListeningPort(grpc_listen,
+                           tls_cert ? falcon::tls::GrpcServerCredentials(*tls_cert) : grpc::InsecureServerCredentials(),
+                           &grpc_bound);
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(falcon::kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(falcon::kMaxGrpcMessageBytes);
@@ -288,6 +340,7 @@ int main(int argc, char** argv) {
 
   falcon::apiserver::HttpServerOptions http_options;
   http_options.threads = http_threads;
+  http_options.tls = tls_cert.get();
   falcon::apiserver::HttpServer http(api, metrics, http_options);
   auto http_bound = http.Bind(http_host, http_port);
   if (!http_bound.ok()) {
@@ -295,12 +348,12 @@ int main(int argc, char** argv) {
     return Fail("--http-listen: " + std::string(http_bound.status().message()));
   }
   spdlog::info("falcon-apiserver serving http={}:{} grpc={}:{} db={} object_store={} controller={} "
-               "artifact_roots={} max_cpu={} max_memory={} auth={} oidc_issuers={} policy_file={}",
+               "artifact_roots={} max_cpu={} max_memory={} auth={} oidc_issuers={} policy_file={} {}",
                http_host, *http_bound, grpc_host, grpc_bound, falcon::apiserver::RedactUrl(db_url),
                object_store, controller_addr, falcon::runner::DescribeRoots(api.artifact_roots()),
                service_options.max_resources.cpu, service_options.max_resources.memory,
                auth_on ? "on" : (loopback ? "off (loopback only)" : "OFF (--insecure-no-auth)"), oidc_issuers.size(),
-               policy_file.empty() ? "none" : policy_file);
+               policy_file.empty() ? "none" : policy_file, tls_cert ? tls_cert->Describe() : "tls: off");
 
   // Audit retention: old events are deleted every ten minutes (and once now).
   std::atomic<bool> stopping{false};

@@ -239,11 +239,19 @@ std::vector<std::string> AccessControl::PolicyRoles(const auth::Principal& p) {
 }
 
 absl::StatusOr<Caller> AccessControl::Authenticate(const std::optional<std::string>& bearer,
-                                                   const std::string& source) {
+                                                   const std::string& source,
+                                                   const absl::StatusOr<auth::Principal>* client_cert) {
   MaybeReloadPolicy();
   Caller c;
   c.source = source;
   c.principal.username = "anonymous";
+  if (!bearer && client_cert != nullptr) {
+    if (!client_cert->ok()) return client_cert->status();
+    c.authenticated = true;
+    c.principal = **client_cert;
+    c.roles = PolicyRoles(c.principal);
+    return c;
+  }
   if (!bearer) return c;
   if (bearer->empty()) return absl::UnauthenticatedError("the Authorization header holds no bearer token");
   auto tok = tokens_.AuthenticateWithRole(*bearer);

@@ -105,7 +105,11 @@ class AccessControl {
   // The caller behind `bearer` (nullopt: no Authorization sent). An absent credential is an anonymous
   // caller (which only kOpen actions allow); a credential nobody knows, or a revoked or expired one, is
   // UNAUTHENTICATED saying why; UNAVAILABLE when it cannot be checked now.
-  absl::StatusOr<Caller> Authenticate(const std::optional<std::string>& bearer, const std::string& source);
+  // `client_cert`: a TLS client certificate the transport verified against --client-ca-file (null: none);
+  // without a bearer token it is the caller (CN the user, O the groups, authenticator "x509"; roles from the
+  // policy file), and an error in it (no CN) is UNAUTHENTICATED. A bearer token, when sent, decides alone.
+  absl::StatusOr<Caller> Authenticate(const std::optional<std::string>& bearer, const std::string& source,
+                                      const absl::StatusOr<auth::Principal>* client_cert = nullptr);
   // OK if `caller` may do `action`. `what` names the call in the message ("GET /v1/tokens",
   // "AcquireLeaderEpoch"). An anonymous caller is UNAUTHENTICATED ("no credential given"), a known one
   // without the role PERMISSION_DENIED "<what> needs role R" with the role as required_role. An own-check

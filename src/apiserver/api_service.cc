@@ -11,6 +11,7 @@
 #include "apiserver/access.h"
 #include "common/grpc_status.h"
 #include "common/status.h"
+#include "tls/grpc_credentials.h"
 
 namespace falcon::apiserver {
 
@@ -66,7 +67,10 @@ absl::StatusOr<RequestContext> FalconApiService::Context(grpc::ServerContext* ct
     }
     bearer = std::string(absl::StripAsciiWhitespace(v.substr(7)));
   }
-  FALCON_ASSIGN_OR_RETURN(out.caller, service_.Authenticate(bearer, ctx->peer()));
+  // A verified TLS client certificate is the identity when no token is sent.
+  std::optional<absl::StatusOr<auth::Principal>> cert;
+  if (auto p = tls::GrpcPeerPrincipal(*ctx)) cert = std::move(*p);
+  FALCON_ASSIGN_OR_RETURN(out.caller, service_.Authenticate(bearer, ctx->peer(), cert ? &*cert : nullptr));
   FALCON_RETURN_IF_ERROR(service_.Authorize(out, method, method));
   if (!fenced) return out;  // reads are never fenced: their epoch is not looked at
   auto it = md.find(kLeaseEpochMetadataKey);

@@ -44,7 +44,11 @@ ControllerClient::ControllerClient(std::vector<std::string> addresses,
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
     args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
-    auto channel = grpc::CreateCustomChannel(a, grpc::InsecureChannelCredentials(), args);
+    if (options_.credentials != nullptr && !options_.tls_server_name.empty()) {
+      args.SetSslTargetNameOverride(options_.tls_server_name);
+    }
+    auto channel = grpc::CreateCustomChannel(
+        a, options_.credentials != nullptr ? options_.credentials : grpc::InsecureChannelCredentials(), args);
     stubs_.push_back(AnalyzerControllerService::NewStub(channel));
   }
 }

@@ -43,6 +43,10 @@ struct ControllerClientOptions {
   // Sent as `authorization: Bearer ...` on every call: the controller's own API token, which a controller
   // started with --api-token-file requires of its callers (docs/security.md "Component identity").
   std::string bearer_token;
+  // TLS to the controller (--controller-ca-file, optional client certificate; tls/grpc_credentials.h); null:
+  // plaintext. `tls_server_name`: the name its certificate must carry when it is not the address' host.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  std::string tls_server_name;
 };
 
 class ControllerClient {

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,24 +11,33 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <string_view>
 #include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "api/errors.h"
+#include "tls/x509_identity.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <spdlog/spdlog.h>
 
 namespace falcon::apiserver {
 
-// One accepted connection: a buffered httplib::Stream over the socket, and the body reader of its current
-// request. Lives on the stack of the worker thread serving it.
+// One accepted connection: a buffered httplib::Stream over the socket (or over TLS on it, when `ssl` is set:
+// the handshake is done), and the body reader of its current request. Lives on the stack of the worker thread
+// serving it.
 class HttpConnection final : public httplib::Stream {
  public:
-  HttpConnection(int fd, time_t read_timeout_sec, time_t write_timeout_sec)
-      : fd_(fd), read_timeout_ms_(static_cast<int>(read_timeout_sec * 1000)),
+  HttpConnection(int fd, SSL* ssl, time_t read_timeout_sec, time_t write_timeout_sec)
+      : fd_(fd), ssl_(ssl), read_timeout_ms_(static_cast<int>(read_timeout_sec * 1000)),
         write_timeout_ms_(static_cast<int>(write_timeout_sec * 1000)), reader_(*this) {}
 
-  bool is_readable() const override { return pos_ < buf_.size() || Poll(POLLIN, read_timeout_ms_); }
+  bool is_readable() const override { return pos_ < buf_.size() || Readable(read_timeout_ms_); }
   bool is_writable() const override { return Poll(POLLOUT, write_timeout_ms_); }
 
   ssize_t read(char* ptr, size_t size) override {
@@ -38,7 +48,7 @@ class HttpConnection final : public httplib::Stream {
       pos_ += n;
       return static_cast<ssize_t>(n);
     }
-    if (!Poll(POLLIN, read_timeout_ms_)) return -1;
+    if (!Readable(read_timeout_ms_)) return -1;
     if (size >= kBufferBytes) return Recv(ptr, size);
     buf_.resize(kBufferBytes);
     ssize_t n = Recv(buf_.data(), kBufferBytes);
@@ -54,6 +64,12 @@ class HttpConnection final : public httplib::Stream {
 
   ssize_t write(const char* ptr, size_t size) override {
     if (!is_writable()) return -1;
+    if (ssl_ != nullptr) {
+      if (size == 0) return 0;
+      size_t written = 0;
+      int n = SSL_write_ex(ssl_, ptr, size, &written);
+      return n == 1 ? static_cast<ssize_t>(written) : -1;
+    }
     for (;;) {
       ssize_t n = ::send(fd_, ptr, size, MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
@@ -75,7 +91,7 @@ class HttpConnection final : public httplib::Stream {
     if (pos_ < buf_.size()) return true;
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_sec);
     while (server_socket != INVALID_SOCKET) {
-      if (Poll(POLLIN, 100)) return true;
+      if (Readable(100)) return true;
       if (std::chrono::steady_clock::now() >= deadline) return false;
     }
     return false;
@@ -95,7 +111,7 @@ class HttpConnection final : public httplib::Stream {
           pending.size() > kMaxMethodBytes) {
         break;
       }
-      if (!Poll(POLLIN, read_timeout_ms_)) return;
+      if (!Readable(read_timeout_ms_)) return;
       buf_.erase(0, pos_);
       pos_ = 0;
       size_t have = buf_.size();
@@ -126,19 +142,23 @@ class HttpConnection final : public httplib::Stream {
   // the response before the client reads it. So: stop writing, read (and drop) what the client still sends
   // for a bounded time and amount, then close.
   void LingeringClose() {
+    if (ssl_ != nullptr) SSL_shutdown(ssl_);  // close_notify; what the client still sends is dropped unread
     ::shutdown(fd_, SHUT_WR);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     size_t dropped = 0;
     char scratch[16384];
     while (dropped < kLingerBytes && std::chrono::steady_clock::now() < deadline) {
       if (!Poll(POLLIN, 100)) continue;
-      ssize_t n = Recv(scratch, sizeof(scratch));
+      ssize_t n = RawRecv(scratch, sizeof(scratch));
       if (n <= 0) break;
       dropped += static_cast<size_t>(n);
     }
   }
 
   BodyReader& reader() { return reader_; }
+
+  // The verified client certificate's identity (TLS with a client CA); nullopt when none was presented.
+  std::optional<absl::StatusOr<auth::Principal>> peer;
 
  private:
   static constexpr size_t kBufferBytes = 16384;
@@ -153,7 +173,20 @@ class HttpConnection final : public httplib::Stream {
       return r > 0;
     }
   }
+  // Bytes already decrypted and buffered by OpenSSL count as readable (poll does not see them).
+  bool Readable(int timeout_ms) const {
+    if (ssl_ != nullptr && SSL_pending(ssl_) > 0) return true;
+    return Poll(POLLIN, timeout_ms);
+  }
   ssize_t Recv(char* ptr, size_t size) {
+    if (ssl_ != nullptr) {
+      size_t got = 0;
+      if (SSL_read_ex(ssl_, ptr, size, &got) == 1) return static_cast<ssize_t>(got);
+      return SSL_get_error(ssl_, 0) == SSL_ERROR_ZERO_RETURN ? 0 : -1;
+    }
+    return RawRecv(ptr, size);
+  }
+  ssize_t RawRecv(char* ptr, size_t size) {
     for (;;) {
       ssize_t n = ::recv(fd_, ptr, size, 0);
       if (n < 0 && errno == EINTR) continue;
@@ -180,6 +213,7 @@ class HttpConnection final : public httplib::Stream {
   }
 
   const int fd_;
+  SSL* const ssl_;  // owned by process_and_close_socket; null: plaintext
   const int read_timeout_ms_;
   const int write_timeout_ms_;
   std::string buf_;
@@ -376,12 +410,58 @@ const std::string& HttpConnectionServer::RequestMethod(const httplib::Request& r
   return req.method;
 }
 
+const absl::StatusOr<auth::Principal>* HttpConnectionServer::PeerCertificate() {
+  if (tl_connection == nullptr || !tl_connection->peer) return nullptr;
+  return &*tl_connection->peer;
+}
+
+bool HttpConnectionServer::tls_enabled() const { return tls_ != nullptr; }
+
+void HttpConnectionServer::set_tls(tls::ServerCertificate* cert) {
+  tls_ = cert;
+  if (cert != nullptr) ::signal(SIGPIPE, SIG_IGN);
+}
+
 void HttpConnectionServer::CloseCurrentConnection() {
   if (tl_connection != nullptr) tl_connection->close_ = true;
 }
 
+namespace {
+struct SslFree {
+  void operator()(SSL* s) const { SSL_free(s); }
+};
+}  // namespace
+
 bool HttpConnectionServer::process_and_close_socket(socket_t sock) {
-  HttpConnection conn(sock, read_timeout_sec_, write_timeout_sec_);
+  std::unique_ptr<SSL, SslFree> ssl;
+  std::optional<absl::StatusOr<auth::Principal>> peer;
+  if (tls_ != nullptr) {
+    // The handshake on this worker thread, with the certificate in use now (a reload affects the connections
+    // accepted after it). Every read and write of it is bounded by the read/write timeouts.
+    timeval rt{static_cast<time_t>(read_timeout_sec_), 0};
+    timeval wt{static_cast<time_t>(write_timeout_sec_), 0};
+    ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &rt, sizeof(rt));
+    ::setsockopt(sock, SOL_SOCKET, SO_SNDTIMEO, &wt, sizeof(wt));
+    tls::SslCtxPtr ctx = tls_->Context();
+    ssl.reset(SSL_new(ctx.get()));
+    ERR_clear_error();
+    if (!ssl || SSL_set_fd(ssl.get(), sock) != 1 || SSL_accept(ssl.get()) != 1) {
+      unsigned long e = ERR_peek_last_error();
+      char why[256] = "connection closed during the handshake";
+      if (e != 0) ERR_error_string_n(e, why, sizeof(why));
+      ERR_clear_error();
+      spdlog::debug("tls handshake failed: {}", why);
+      ::shutdown(sock, SHUT_RDWR);
+      ::close(sock);
+      return false;
+    }
+    if (X509* cert = SSL_get0_peer_certificate(ssl.get());
+        cert != nullptr && SSL_get_verify_result(ssl.get()) == X509_V_OK) {
+      peer = tls::PrincipalFromCertificate(cert);
+    }
+  }
+  HttpConnection conn(sock, ssl.get(), read_timeout_sec_, write_timeout_sec_);
+  conn.peer = std::move(peer);
   tl_connection = &conn;
   bool ret = false;
   size_t count = keep_alive_max_count_;
@@ -396,7 +476,12 @@ bool HttpConnectionServer::process_and_close_socket(socket_t sock) {
     --count;
   }
   tl_connection = nullptr;
-  if (conn.close_) conn.LingeringClose();
+  if (conn.close_) {
+    conn.LingeringClose();
+  } else if (ssl) {
+    SSL_shutdown(ssl.get());
+  }
+  ssl.reset();
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);
   return ret;

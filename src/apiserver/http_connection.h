@@ -16,6 +16,8 @@
 //     error, marks the connection to be closed: the response then says "Connection: close", and the
 //     connection is shut down for writing and read to its end for a bounded time before closing, so that a
 //     client still sending receives the answer instead of a reset.
+//   - With TLS (set_tls), the worker does the handshake first with the certificate in use at that moment, and
+//     the same Stream reads and writes through OpenSSL; a client that does not speak TLS is dropped.
 // Thread-safety: one connection is served by one worker thread; BodyReader::Current() is that thread's.
 #pragma once
 
@@ -27,6 +29,9 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "auth/authenticator.h"
+#include "tls/server_certificate.h"
 
 namespace falcon::apiserver {
 
@@ -93,9 +98,19 @@ class HttpConnectionServer : public httplib::Server {
   // Closes the connection of this thread's request after its response (with "Connection: close"), also for
   // requests cpp-httplib refused before any handler ran (malformed request line or headers, URI too long).
   static void CloseCurrentConnection();
+  // The identity of the verified client certificate of this thread's connection (TLS with a client CA):
+  // null when none was presented; an error when it names nobody (no CN).
+  static const absl::StatusOr<auth::Principal>* PeerCertificate();
+
+  // Serves TLS with `cert`'s current pair (it must outlive the server); before Bind. Null: plaintext.
+  // OpenSSL writes to the socket with write(2), which raises SIGPIPE when the client has gone: with TLS on,
+  // the process ignores SIGPIPE (the write then fails with EPIPE, as every server wants).
+  void set_tls(tls::ServerCertificate* cert);
+  bool tls_enabled() const;
 
  private:
   bool process_and_close_socket(socket_t sock) override;
+  tls::ServerCertificate* tls_ = nullptr;
 };
 
 }  // namespace falcon::apiserver

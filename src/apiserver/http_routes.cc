@@ -135,11 +135,12 @@ void HttpServer::RegisterRoutes() {
   });
   add("GET", "/readyz", "Readyz", kNone, [&svc](HttpCall& c) -> absl::Status {
     FALCON_RETURN_IF_ERROR(svc.Ready(c.ctx));
-    c.res.set_content(svc.insecure_no_auth()
-                          ? "ready\nWARNING: access control is off on a non-loopback address (--insecure-no-auth): "
-                            "anyone who can reach this server may do anything\n"
-                          : "ready\n",
-                      "text/plain");
+    std::string text = svc.insecure_no_auth()
+                           ? "ready\nWARNING: access control is off on a non-loopback address (--insecure-no-auth): "
+                             "anyone who can reach this server may do anything\n"
+                           : "ready\n";
+    if (std::string t = svc.transport_status(); !t.empty()) text += t + "\n";
+    c.res.set_content(text, "text/plain");
     return absl::OkStatus();
   });
   add("GET", "/metrics", "Metrics", kNone, [this](HttpCall& c) {

@@ -92,6 +92,7 @@ void HttpServer::Setup() {
     openapi_status_ = doc.status();
     spdlog::error("{}", std::string(doc.status().message()));
   }
+  server_->set_tls(options_.tls);
   int threads = options_.threads;
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   server_->set_keep_alive_max_count(1000);
@@ -196,7 +197,8 @@ void HttpServer::Dispatch(const Request& req, Response& res) {
         }
         bearer = std::string(absl::StripAsciiWhitespace(a.substr(7)));
       }
-      auto caller = service_.Authenticate(bearer, req.remote_addr);
+      // A verified client certificate (HTTPS with --client-ca-file) is the identity when no token is sent.
+      auto caller = service_.Authenticate(bearer, req.remote_addr, HttpConnectionServer::PeerCertificate());
       if (!caller.ok()) return caller.status();
       call.ctx.caller = std::move(*caller);
       action = &m.route->action;

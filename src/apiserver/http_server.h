@@ -25,6 +25,7 @@
 #include "common/clock.h"
 #include "objstore/object_store.h"
 #include "store/store.h"
+#include "tls/server_certificate.h"
 
 namespace falcon::apiserver {
 
@@ -35,6 +36,8 @@ inline constexpr size_t kDefaultMaxBodyBytes = 2 * 1024 * 1024 + 64 * 1024;  // 
 struct HttpServerOptions {
   size_t max_body_bytes = kDefaultMaxBodyBytes;
   int threads = 16;
+  // HTTPS with this certificate (reloaded as it says; must outlive the server); null: plain HTTP.
+  tls::ServerCertificate* tls = nullptr;
 };
 
 using falcon::SplitHostPort;  // common/listen_address.h

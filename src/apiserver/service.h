@@ -102,6 +102,8 @@ struct ApiServiceOptions {
   std::chrono::seconds audit_retention{0};
   // Access control is off on a non-loopback address (--insecure-no-auth): /readyz says so.
   bool insecure_no_auth = false;
+  // One line per TLS listener for /readyz ("tls: on, certificate ..."); null: nothing said.
+  std::function<std::string()> transport_status;
 };
 
 // A new token and its secret (shown once).
@@ -123,8 +125,10 @@ class ApiService {
   // --- access control (service_access.cc)
   // The caller behind `bearer` (nullopt: no credential sent) from `source` (peer address). With access
   // control off, an unrestricted anonymous caller. UNAUTHENTICATED for a credential that is not valid
-  // (recorded in the audit log).
-  absl::StatusOr<Caller> Authenticate(const std::optional<std::string>& bearer, const std::string& source);
+  // (recorded in the audit log). `client_cert`: the identity of the TLS client certificate the transport
+  // verified (null: none); it is the caller when no bearer token is sent, an error in it is UNAUTHENTICATED.
+  absl::StatusOr<Caller> Authenticate(const std::optional<std::string>& bearer, const std::string& source,
+                                      const absl::StatusOr<auth::Principal>* client_cert = nullptr);
   // OK if ctx.caller may do `action` (the access table's name); `what` names the call for the message
   // ("GET /v1/tokens"). A denial is audited. Every HTTP route and gRPC method calls this first.
   absl::Status Authorize(const RequestContext& ctx, std::string_view action, const std::string& what);
@@ -132,6 +136,7 @@ class ApiService {
   void Audit(const RequestContext& ctx, std::string_view action, const std::string& target, int code);
   bool auth_enabled() const { return options_.access != nullptr; }
   bool insecure_no_auth() const { return options_.insecure_no_auth; }
+  std::string transport_status() const { return options_.transport_status ? options_.transport_status() : ""; }
   // Deletes audit events older than the retention; returns how many (0 when retention is off).
   absl::StatusOr<int64_t> PurgeAudit();
 

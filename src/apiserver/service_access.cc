@@ -48,7 +48,8 @@ bool ValidTokenName(const std::string& name) {
 
 }  // namespace
 
-absl::StatusOr<Caller> ApiService::Authenticate(const std::optional<std::string>& bearer, const std::string& source) {
+absl::StatusOr<Caller> ApiService::Authenticate(const std::optional<std::string>& bearer, const std::string& source,
+                                                const absl::StatusOr<auth::Principal>* client_cert) {
   if (options_.access == nullptr) {
     Caller c;
     c.unrestricted = true;
@@ -56,7 +57,7 @@ absl::StatusOr<Caller> ApiService::Authenticate(const std::optional<std::string>
     c.source = source;
     return c;
   }
-  auto c = options_.access->Authenticate(bearer, source);
+  auto c = options_.access->Authenticate(bearer, source, client_cert);
   if (!c.ok() && absl::IsUnauthenticated(c.status())) {
     RequestContext denied;
     denied.caller.principal.username = "anonymous";

@@ -10,6 +10,8 @@
 // All methods are thread-safe.
 #pragma once
 
+#include <grpcpp/security/credentials.h>
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -72,6 +74,10 @@ struct GrpcApiClientOptions {
   // Sent on every call as metadata "authorization: Bearer TOKEN" when not empty: the controller identity
   // (--api-token-file) that the API server requires for record writes and AcquireLeaderEpoch.
   std::string bearer_token;
+  // TLS to the API server (--api-ca-file, optional client certificate; tls/grpc_credentials.h); null:
+  // plaintext. `tls_server_name`: the name the server's certificate must carry when it is not the target's host.
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  std::string tls_server_name;
 };
 
 // A client of the API server at `target` ("host:port"). `clock` and `random` must outlive it.

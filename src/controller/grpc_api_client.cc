@@ -16,13 +16,6 @@ namespace {
 constexpr int kRunningPageSize = 500;
 constexpr int kMaxRunningPages = 10000;
 
-std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target) {
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
-  args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
-}
-
 class GrpcApiClient : public ApiClient {
  public:
   GrpcApiClient(const std::string& target, Clock& clock, Random& random, GrpcApiClientOptions o)
@@ -30,7 +23,16 @@ class GrpcApiClient : public ApiClient {
         clock_(clock),
         options_(o),
         backoff_(o.retry_base, o.retry_max, &random),
-        stub_(apiv1::FalconAPIService::NewStub(MakeChannel(target))) {}
+        stub_(apiv1::FalconAPIService::NewStub(MakeChannel(target, o))) {}
+
+  static std::shared_ptr<grpc::Channel> MakeChannel(const std::string& target, const GrpcApiClientOptions& o) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(kMaxGrpcMessageBytes);
+    args.SetMaxSendMessageSize(kMaxGrpcMessageBytes);
+    if (o.credentials != nullptr && !o.tls_server_name.empty()) args.SetSslTargetNameOverride(o.tls_server_name);
+    return grpc::CreateCustomChannel(
+        target, o.credentials != nullptr ? o.credentials : grpc::InsecureChannelCredentials(), args);
+  }
 
   void SetLeaseEpoch(int64_t epoch) override { epoch_.store(epoch); }
 
