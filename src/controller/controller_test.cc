@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include "absl/strings/match.h"
 #include "common/ids.h"
 #include "controller/testing/controller_peer.h"
@@ -585,6 +587,27 @@ TEST_F(ControllerTest, MutatingCallsCarryTheEpochAndAnOlderLeaderIsFenced) {
 
 // The real path, with the controller's own threads: the elector's lease count is not what fences; the
 // controller asks the database for an epoch (retrying while it leads) before it acts at all.
+// A recovery that fails waits for its backoff (on the injected clock) before the next attempt; it used to
+// retry at once, thousands of times a second, while logging "retrying in 54 s".
+TEST_F(ControllerTest, FailedRecoveryWaitsForItsBackoff) {
+  c_.reset();
+  Controller c(config_, ControllerDeps{&api_, &rt_, &store_, &elector_, catalog_.get(), &clock_, &random_,
+                                       &metrics_});
+  api_.FailNext(1'000'000, absl::UnavailableError("API server down"));
+  c.Start();
+  elector_.Grant(1);
+  ASSERT_TRUE(::falcon::testsupport::WaitFor("a first attempt", [&] { return api_.calls("AcquireLeaderEpoch") >= 1; },
+                                             std::chrono::seconds(10)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // real time; the fake clock stands still
+  EXPECT_EQ(api_.calls("AcquireLeaderEpoch"), 1) << "no retry before the backoff has passed";
+  clock_.Advance(config_.backoff_max + seconds(1));
+  ASSERT_TRUE(::falcon::testsupport::WaitFor("the retry after the backoff",
+                                             [&] { return api_.calls("AcquireLeaderEpoch") >= 2; },
+                                             std::chrono::seconds(10)));
+  api_.FailNext(0, absl::OkStatus());
+  c.Stop();
+}
+
 TEST_F(ControllerTest, BecomingLeaderAcquiresAnEpochFromTheDatabaseBeforeActing) {
   c_.reset();
   config_.identity = "replica-x";
