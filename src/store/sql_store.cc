@@ -459,10 +459,17 @@ class SqlStore : public Store {
       std::vector<SqlValue> args{kOfflineNoPlugin};
       args.insert(args.end(), handled.begin(), handled.end());
       const std::string in_list = absl::StrCat("(", Placeholders(handled.size()), ")");
-      // A type that gained a plugin: its marked artifacts await again.
-      FALCON_RETURN_IF_ERROR(c.Exec(absl::StrCat("UPDATE artifacts SET offline_done = 0 WHERE exp_completed = 1 "
-                                                 "AND offline_done = ? AND artifact_type IN ", in_list),
-                                    args));
+      // A type that gained a plugin: its marked artifacts await again. Looked for first, so a poll with
+      // nothing to change writes nothing (no write lock, no gap locks on MariaDB).
+      FALCON_ASSIGN_OR_RETURN(std::vector<SqlRow> revive,
+                              c.Query(absl::StrCat("SELECT 1 FROM artifacts WHERE exp_completed = 1 AND "
+                                                   "offline_done = ? AND artifact_type IN ", in_list, " LIMIT 1"),
+                                      args));
+      if (!revive.empty()) {
+        FALCON_RETURN_IF_ERROR(c.Exec(absl::StrCat("UPDATE artifacts SET offline_done = 0 WHERE exp_completed = 1 "
+                                                   "AND offline_done = ? AND artifact_type IN ", in_list),
+                                      args));
+      }
       // Awaiting artifacts of other types are marked, once: they never fill a batch again, however many.
       std::vector<SqlValue> other(args.begin() + 1, args.end());
       FALCON_ASSIGN_OR_RETURN(std::vector<SqlRow> types,
