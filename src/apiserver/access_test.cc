@@ -346,6 +346,9 @@ TEST_F(AccessTest, WhoamiAndTokenLifecycle) {
   EXPECT_EQ(r->status, 401);
   EXPECT_NE(r->body.find("was revoked at"), std::string::npos) << r->body;
 
+  auto empty_life = Http("POST", "/v1/tokens", "admin", R"({"name":"forever","role":"viewer","expires_in":""})");
+  EXPECT_EQ(empty_life.first, 400) << "an empty lifetime is refused, not taken as no expiry";
+  EXPECT_NE(empty_life.second.dump().find("must not be empty"), std::string::npos) << empty_life.second.dump();
   // Expiry by the injected clock.
   auto brief = Http("POST", "/v1/tokens", "admin", R"({"name":"brief","role":"viewer","expires_in":"1h"})");
   ASSERT_EQ(brief.first, 201);

@@ -374,6 +374,12 @@ void HttpServer::RegisterRoutes() {
     FALCON_ASSIGN_OR_RETURN(std::string name, str("name"));
     FALCON_ASSIGN_OR_RETURN(std::string role, str("role"));
     FALCON_ASSIGN_OR_RETURN(std::string expires_in, str("expires_in"));
+    if (body.contains("expires_in") && expires_in.empty()) {
+      // Absent means "does not expire"; an empty lifetime is a mistake, not a silent forever.
+      return absl::InvalidArgumentError(
+          "expires_in must not be empty: give a lifetime such as 720h (at most 8760h), or leave the field out "
+          "for a token that does not expire");
+    }
     FALCON_ASSIGN_OR_RETURN(CreatedToken t, svc.CreateToken(c.ctx, name, role, expires_in));
     json j = TokenJson(t.token);
     j["token"] = t.secret;
