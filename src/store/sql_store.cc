@@ -183,6 +183,19 @@ absl::Status DecodeToken(const std::string& token, int64_t* created_us, std::str
   return absl::OkStatus();
 }
 
+// Keyset paging: the rows after (descending: before) the cursor row (created_at, <id_col>), and the order.
+void AppendKeysetPage(std::string* sql, std::vector<SqlValue>* args, const char* id_col, bool descending,
+                      const int64_t* after_ts, const std::string* after_id, int64_t limit) {
+  const char* cmp = descending ? "<" : ">";
+  if (after_ts != nullptr) {
+    absl::StrAppend(sql, " AND (created_at ", cmp, " ? OR (created_at = ? AND ", id_col, " ", cmp, " ?))");
+    args->insert(args->end(), {*after_ts, *after_ts, *after_id});
+  }
+  const char* dir = descending ? " DESC" : "";
+  absl::StrAppend(sql, " ORDER BY created_at", dir, ", ", id_col, dir, " LIMIT ?");
+  args->push_back(limit);
+}
+
 std::string Placeholders(size_t n) {
   std::string s;
   for (size_t i = 0; i < n; ++i) absl::StrAppend(&s, i == 0 ? "?" : ", ?");
@@ -320,15 +333,13 @@ class SqlStore : public Store {
       absl::StrAppend(&sql, " AND status = ?");
       args.push_back(std::string(ExpStatusName(q.status)));
     }
+    int64_t ts = 0;
+    std::string id;
     if (!q.page_token.empty()) {
-      int64_t ts;
-      std::string id;
       if (auto s = DecodeToken(q.page_token, &ts, &id); !s.ok()) return s;
-      absl::StrAppend(&sql, " AND (created_at < ? OR (created_at = ? AND exp_id < ?))");
-      args.insert(args.end(), {ts, ts, id});
     }
-    absl::StrAppend(&sql, " ORDER BY created_at DESC, exp_id DESC LIMIT ?");
-    args.push_back(int64_t{*size + 1});
+    AppendKeysetPage(&sql, &args, "exp_id", /*descending=*/true, q.page_token.empty() ? nullptr : &ts, &id,
+                     *size + 1);
     return Run<ExpPage>([&](SqlConn& c) -> absl::StatusOr<ExpPage> {
       auto rows = c.Query(sql, args);
       if (!rows.ok()) return rows.status();
@@ -579,15 +590,13 @@ class SqlStore : public Store {
       absl::StrAppend(&sql, " AND status IN (", Placeholders(names.size()), ")");
       for (const std::string& n : names) args.push_back(n);
     }
+    int64_t ts = 0;
+    std::string id;
     if (!q.page_token.empty()) {
-      int64_t ts;
-      std::string id;
       if (auto s = DecodeToken(q.page_token, &ts, &id); !s.ok()) return s;
-      absl::StrAppend(&sql, " AND (created_at < ? OR (created_at = ? AND analysis_id < ?))");
-      args.insert(args.end(), {ts, ts, id});
     }
-    absl::StrAppend(&sql, " ORDER BY created_at DESC, analysis_id DESC LIMIT ?");
-    args.push_back(int64_t{*size + 1});
+    AppendKeysetPage(&sql, &args, "analysis_id", /*descending=*/true, q.page_token.empty() ? nullptr : &ts, &id,
+                     *size + 1);
     return Run<AnalysisPage>([&](SqlConn& c) -> absl::StatusOr<AnalysisPage> {
       auto rows = c.Query(sql, args);
       if (!rows.ok()) return rows.status();
@@ -725,12 +734,8 @@ class SqlStore : public Store {
     }
     std::string sql = absl::StrCat("SELECT ", kSlimRecordCols, " FROM analysis_records WHERE status = ?");
     std::vector<SqlValue> args{phase};
-    if (has_cursor) {
-      absl::StrAppend(&sql, " AND (created_at > ? OR (created_at = ? AND analysis_id > ?))");
-      args.insert(args.end(), {after_ts, after_ts, after_id});
-    }
-    absl::StrAppend(&sql, " ORDER BY created_at, analysis_id LIMIT ?");
-    args.push_back(int64_t{*size + 1});
+    AppendKeysetPage(&sql, &args, "analysis_id", /*descending=*/false, has_cursor ? &after_ts : nullptr,
+                     &after_id, *size + 1);
     return Run<AnalysisPage>([&](SqlConn& c) -> absl::StatusOr<AnalysisPage> {
       auto rows = c.Query(sql, args);
       if (!rows.ok()) return rows.status();
