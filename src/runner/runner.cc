@@ -101,6 +101,25 @@ int Runner::Pump(pid_t child, int out_fd, bool* terminated, const std::function<
   bool child_done = false, out_open = true;
   int status = 0;
   std::chrono::steady_clock::time_point drain_deadline;
+  // Reads what the signal handler queued. Also called once after the loop: a SIGTERM to the whole Pod
+  // reaches the command too, and its end can be seen in the same wake-up as the signal (poll reports the
+  // pipe's hang-up, the handler runs on the way out of poll), so the loop may end with the byte unread.
+  auto handle_signals = [&] {
+    char sigs[16];
+    ssize_t r;
+    while ((r = ::read(g_signal_pipe[0], sigs, sizeof(sigs))) > 0) {
+      for (ssize_t i = 0; i < r; ++i) {
+        if ((sigs[i] == SIGTERM || sigs[i] == SIGINT) && !*terminated) {
+          *terminated = true;
+          log_->Line(absl::StrCat("received ", sigs[i] == SIGTERM ? "SIGTERM" : "SIGINT",
+                                  child_done ? " as the command ended" : ": stopping the command"));
+          if (!child_done) ::kill(-child, SIGTERM);
+          // The Pod may be SIGKILLed when its grace runs out: have the log in the store now.
+          on_terminate();
+        }
+      }
+    }
+  };
   while (out_open || !child_done) {
     pollfd fds[2];
     int nfds = 0;
@@ -116,20 +135,7 @@ int Runner::Pump(pid_t child, int out_fd, bool* terminated, const std::function<
         out_open = false;
       }
     }
-    if (fds[0].revents & POLLIN) {
-      char sigs[16];
-      ssize_t r = ::read(g_signal_pipe[0], sigs, sizeof(sigs));
-      for (ssize_t i = 0; i < r; ++i) {
-        if ((sigs[i] == SIGTERM || sigs[i] == SIGINT) && !*terminated) {
-          *terminated = true;
-          log_->Line(absl::StrCat("received ", sigs[i] == SIGTERM ? "SIGTERM" : "SIGINT",
-                                  ": stopping the command"));
-          ::kill(-child, SIGTERM);
-          // The Pod may be SIGKILLed when its grace runs out: have the log in the store now.
-          on_terminate();
-        }
-      }
-    }
+    if (fds[0].revents & POLLIN) handle_signals();
     if (!child_done) {
       int st;
       pid_t w = ::waitpid(child, &st, WNOHANG);
@@ -144,6 +150,7 @@ int Runner::Pump(pid_t child, int out_fd, bool* terminated, const std::function<
       break;  // something outside the group still holds the pipe
     }
   }
+  handle_signals();
   return status;
 }
 

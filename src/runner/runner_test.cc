@@ -169,6 +169,17 @@ TEST_F(RunnerTest, SigtermStopsTheCommandAndUploadsTheLog) {
   EXPECT_TRUE(absl::StrContains(log, "killed by signal 15")) << log;
 }
 
+TEST_F(RunnerTest, SigtermThatArrivesAsTheCommandEndsIsStillLogged) {
+  // A Pod's delete signals every process in it: the runner's SIGTERM and the command's end can be seen in
+  // one wake-up (the loop once ended with the signal unread, and the log lacked it). The command signals
+  // its runner and ends at once, close to that race; the signal must be logged and uploaded every time.
+  for (int i = 0; i < 10; ++i) {
+    Run(BaseArgs("kill -TERM $PPID; exit 0"));
+    std::string log = Get("analysis/e1/a1/output.log");
+    ASSERT_TRUE(absl::StrContains(log, "received SIGTERM")) << "round " << i << ":\n" << log;
+  }
+}
+
 TEST_F(RunnerTest, LogIsUploadedAtOnceOnSigtermEvenIfTheCommandIgnoresIt) {
   auto args = BaseArgs("trap '' TERM; echo stubborn; while true; do sleep 0.1; done");
   args.back() = "--log-upload-interval=3600";  // only the on-start and on-SIGTERM uploads
