@@ -95,6 +95,10 @@ struct Flags {
   std::vector<std::string> allowed_input_roots;
   std::string max_cpu = "16";
   std::string max_memory = "64Gi";
+  std::vector<std::string> allowed_images;
+  int64_t max_timeout = 86400;
+  std::string pod_service_account;
+  std::string pod_priority_class;
 };
 
 fs::path BinDir() {
@@ -158,6 +162,8 @@ absl::StatusOr<Backends> MakeBackends(const Flags& f, falcon::Clock& clock) {
     ro.namespace_ = cfg->namespace_;
     ro.image = f.analysis_image;
     ro.object_store_secret = f.object_store_secret;
+    ro.service_account_name = f.pod_service_account;
+    ro.priority_class_name = f.pod_priority_class;
     b.runtime = std::make_unique<falcon::kube::KubernetesRuntime>(*b.kube, clock, ro);
     if (f.leader_elect) {
       falcon::kube::LeaseElectorOptions lo;
@@ -316,6 +322,19 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--max-memory", f.max_memory, "most memory one analysis may get (override or catalog)")
       ->capture_default_str();
+  app.add_option("--allowed-image", f.allowed_images,
+                 "kubernetes, repeatable (or comma-separated): images a plugin (catalog `image`) or a request "
+                 "(--image) may name besides --analysis-image; exact references, or prefixes ending in '*'")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->delimiter(',');
+  app.add_option("--max-timeout", f.max_timeout, "longest time limit a request may ask for (--timeout), seconds")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{31} * 86400));
+  app.add_option("--pod-service-account", f.pod_service_account,
+                 "kubernetes: service account of the analysis Pods (a plugin's service_account_name wins; its "
+                 "token is never mounted)");
+  app.add_option("--pod-priority-class", f.pod_priority_class,
+                 "kubernetes: priorityClassName of the analysis Pods (a plugin's priority_class_name wins)");
   app.add_option("--config", f.config, "YAML file with the same keys as the flags (flags win)");
   app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error")->capture_default_str();
   app.add_option("--log-format", f.log_format, "text|json")->capture_default_str();
@@ -414,8 +433,23 @@ int main(int argc, char** argv) {
     cfg.allowed_input_roots.push_back(root->ToString());
   }
 
+  cfg.max_timeout_seconds = f.max_timeout;
+  if (f.runtime == "kubernetes") {
+    cfg.default_image = f.analysis_image;
+    cfg.allowed_images = f.allowed_images;
+  } else if (!f.allowed_images.empty()) {
+    return Fail("--allowed-image applies to --runtime=kubernetes only: the local runtime runs the host's binaries");
+  }
+
   auto catalog = falcon::controller::PluginCatalog::Load(f.plugin_catalog);
   if (!catalog.ok()) return Fail(std::string(catalog.status().message()));
+  for (const auto& p : catalog->plugins()) {
+    // A catalog image is checked like a request's; on the local runtime a plugin's image is not used.
+    if (f.runtime == "kubernetes") {
+      absl::Status s = falcon::controller::CheckImage(p.image(), cfg, "plugin '" + p.name() + "' image");
+      if (!s.ok()) return Fail("--plugin-catalog=" + f.plugin_catalog + ": " + std::string(s.message()));
+    }
+  }
   auto store = falcon::objstore::OpenObjectStore(f.object_store, {.create_bucket = create_bucket});
   if (!store.ok()) return Fail("--object-store: " + std::string(store.status().message()));
   if (f.object_store.rfind("gs://", 0) == 0) {

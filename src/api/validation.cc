@@ -296,6 +296,12 @@ absl::Status ValidateCreateAnalysis(const analyzer::v1::CreateAnalysisRequest& r
       return absl::InvalidArgumentError(absl::StrCat(s.message(), "; leave it out to get one"));
     }
   }
+  if (!req.image().empty()) {
+    bool ok = req.image().size() <= 1024;
+    for (unsigned char c : req.image()) ok = ok && c > ' ' && c < 0x7f;
+    if (!ok) return Invalid("image", "must be an image reference: at most 1,024 printable characters, no spaces");
+  }
+  if (req.timeout_seconds() < 0) return Invalid("timeout_seconds", "must be a positive number of seconds (0: the default)");
   return ValidateResources(req.resource_override(), "resource_override");
 }
 

@@ -436,6 +436,10 @@ TEST_F(AccessTest, MutationsAndDenialsAreAudited) {
   EXPECT_EQ(denied.second["events"][0]["result"], "denied");
   EXPECT_EQ(denied.second["events"][0]["code"], 403);
   EXPECT_EQ(Http("GET", "/v1/audit?since=yesterday", "admin").first, 400);
+  // Both spellings of the page size are checked, even when limit wins (the fuzzer sent page_size=true).
+  EXPECT_EQ(Http("GET", "/v1/audit?limit=62&page_size=true", "admin").first, 400);
+  EXPECT_EQ(Http("GET", "/v1/audit?limit=true&page_size=5", "admin").first, 400);
+  EXPECT_EQ(Http("GET", "/v1/audit?limit=2&page_size=5", "admin").first, 200);
 }
 
 TEST(BootstrapTest, WritesTokenFilesOnceWithMode0600) {

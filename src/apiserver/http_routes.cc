@@ -410,9 +410,10 @@ void HttpServer::RegisterRoutes() {
     }
     FALCON_ASSIGN_OR_RETURN(auto user, Param(c.req, "user"));
     q.user = user.value_or("");
-    // page_size (what the CLI sends) or limit.
-    FALCON_ASSIGN_OR_RETURN(int64_t size, IntParam(c.req, c.req.has_param("limit") ? "limit" : "page_size", 100, 1, 1000));
-    q.page_size = static_cast<int>(size);
+    // page_size (what the CLI sends) or limit; both are checked when both are given, limit wins.
+    FALCON_ASSIGN_OR_RETURN(int64_t page_size, IntParam(c.req, "page_size", 100, 1, 1000));
+    FALCON_ASSIGN_OR_RETURN(int64_t limit, IntParam(c.req, "limit", page_size, 1, 1000));
+    q.page_size = static_cast<int>(limit);
     FALCON_ASSIGN_OR_RETURN(auto token, Param(c.req, "page_token"));
     q.page_token = token.value_or("");
     FALCON_ASSIGN_OR_RETURN(auto page, svc.ListAudit(c.ctx, q));

@@ -31,6 +31,7 @@ struct AnalysisOptions {
   // create
   std::string name, plugin, command, script;
   std::string cpu_request, cpu_limit, memory_request, memory_limit;
+  std::string image, run_timeout;  // the analysis' image and time limit (its --timeout)
   bool wait = false;
   // create, logs
   bool follow = false;
@@ -63,9 +64,16 @@ int Create(Context& ctx, const AnalysisOptions& o) {
     return ctx.Usage(
         "nothing to run: give --plugin NAME (see `falcon plugin list`), --command CMD or --script FILE");
   }
-  if (!o.timeout.empty() && !o.wait && !o.follow) return ctx.Usage("--timeout only applies with --wait or --follow");
-  auto timeout = ParseTimeoutFlag(o.timeout);
+  if (!o.timeout.empty() && !o.wait && !o.follow) {
+    return ctx.Usage("--wait-timeout only applies with --wait or --follow");
+  }
+  auto timeout = ParseTimeoutFlag(o.timeout, "--wait-timeout");
   if (!timeout.ok()) return ctx.Usage(std::string(timeout.status().message()));
+  auto run_timeout = ParseTimeoutFlag(o.run_timeout);
+  if (!run_timeout.ok()) return ctx.Usage(std::string(run_timeout.status().message()));
+  if (*run_timeout && (*run_timeout)->count() <= 0) {
+    return ctx.Usage("--timeout " + o.run_timeout + " must be longer than 0s (leave it out for the default)");
+  }
   json resources = json::object();
   std::optional<int64_t> cpu_req, cpu_lim, mem_req, mem_lim;
   struct Q {
@@ -116,6 +124,8 @@ int Create(Context& ctx, const AnalysisOptions& o) {
   if (name.empty()) name = !o.plugin.empty() ? o.plugin : OneLine(command).substr(0, 40);
   body["name"] = name;
   if (!resources.empty()) body["resource_override"] = resources;
+  if (!o.image.empty()) body["image"] = o.image;
+  if (*run_timeout) body["timeout_seconds"] = (*run_timeout)->count();
 
   auto client = ctx.Client();
   if (!client.ok()) return ctx.Fail(client.status());
@@ -351,12 +361,21 @@ void RegisterAnalysisCommands(CLI::App& app, Context& ctx) {
     c->add_option("--memory-limit", o->memory_limit, "Memory limit (512Mi, 2Gi)")->type_name("Q");
     c->add_flag("--wait", o->wait, "Show state changes until the analysis ends; exit 0 only if it succeeded");
     c->add_flag("--follow", o->follow, "Stream the log live until the analysis ends; exit 0 only if it succeeded");
-    c->add_option("--timeout", o->timeout, "With --wait/--follow: give up after this long (90s, 15m, 2h)")
+    c->add_option("--image", o->image,
+                  "Image to run in (Kubernetes), one this deployment allows; default: the plugin's or the "
+                  "deployment's")
+        ->type_name("IMAGE");
+    c->add_option("--timeout", o->run_timeout,
+                  "Time limit of the analysis (90s, 15m, 2h): it fails when it runs longer; default: the "
+                  "plugin's or the deployment's")
+        ->type_name("DURATION");
+    c->add_option("--wait-timeout", o->timeout, "With --wait/--follow: stop waiting after this long")
         ->type_name("DURATION");
     AddOutputFlag(c, &o->output);
     c->footer(
         "Examples:\n"
         "  falcon analysis create --exp-id exp-1 --plugin file-stats\n"
+        "  falcon analysis create --exp-id exp-1 --script big.py --timeout 2h --image falcon-analysis:gpu\n"
         "  falcon analysis create --exp-id exp-1 --script analyze.py --wait --follow\n"
         "  falcon analysis create --exp-id exp-1 --command 'hlo-stats' --memory-limit 2Gi --wait\n"
         "  ID=$(falcon analysis create --exp-id exp-1 --plugin trace-summary)\n"

@@ -65,10 +65,11 @@ std::optional<std::chrono::seconds> ParseDuration(const std::string& s) {
   return std::chrono::seconds(total);
 }
 
-absl::StatusOr<std::optional<std::chrono::seconds>> ParseTimeoutFlag(const std::string& value) {
+absl::StatusOr<std::optional<std::chrono::seconds>> ParseTimeoutFlag(const std::string& value,
+                                                                     const std::string& flag) {
   if (value.empty()) return std::optional<std::chrono::seconds>();
   auto d = ParseDuration(value);
-  if (!d) return absl::InvalidArgumentError("invalid --timeout " + value + ": use a duration like 90s, 15m or 2h");
+  if (!d) return absl::InvalidArgumentError("invalid " + flag + " " + value + ": use a duration like 90s, 15m or 2h");
   return d;
 }
 

@@ -26,7 +26,8 @@ std::string Join(const std::vector<std::string>& v, const std::string& sep);
 std::optional<std::chrono::seconds> ParseDuration(const std::string& s);
 // The value of a --timeout flag: nullopt (no limit) when empty, INVALID_ARGUMENT with the message to show
 // when it is not a duration.
-absl::StatusOr<std::optional<std::chrono::seconds>> ParseTimeoutFlag(const std::string& value);
+absl::StatusOr<std::optional<std::chrono::seconds>> ParseTimeoutFlag(const std::string& value,
+                                                                     const std::string& flag = "--timeout");
 
 // A NOT_FOUND answer about `what` ("analysis ID") gets the hint on what to do; other statuses pass as they are.
 absl::Status ExplainNotFound(const absl::Status& s, const std::string& what, const std::string& hint);

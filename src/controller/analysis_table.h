@@ -19,7 +19,7 @@
 //  - `log_finalized` is set only for a terminal record whose Pod has finished and whose output.log is
 //    stored; while set, resync ignores the finished Pod until its retention has passed.
 //  - `deleting` is set for the duration of DeleteAnalysis; the reconciler leaves such an id alone.
-//  - `override_known` true means `override_resources` equals what the object store holds for the id
+//  - `override_known` true means `override` what the object store holds for the id
 //    (nullopt: none stored); false means "ask the store". Overrides are written once, at creation, so a
 //    known value never goes stale.
 //  - Recovery (a new leadership term) keeps only `deleting` (a DeleteAnalysis still running): everything
@@ -36,13 +36,14 @@
 #include <string>
 #include <utility>
 
+#include "controller/override_store.h"
 #include "falcon/api/v1/types.pb.h"
 
 namespace falcon::controller {
 
 struct AnalysisState {
   bool override_known = false;
-  std::optional<api::v1::Resources> override_resources;
+  std::optional<RunOverride> override;
   bool recreate = false;
   int create_attempts = 0;
   bool log_finalized = false;

@@ -49,17 +49,28 @@ TEST(OverrideStoreTest, RoundTripsAndDeletes) {
   testing::MemoryObjectStore mem;
   OverrideStore o(mem);
   const std::string id = "0192f3c4-5d6e-7abc-8def-0123456789ab";
-  api::v1::Resources r;
-  r.set_cpu_request("250m");
-  r.set_memory_limit("2Gi");
+  RunOverride r;
+  r.resources.set_cpu_request("250m");
+  r.resources.set_memory_limit("2Gi");
   ASSERT_TRUE(o.Put(id, r).ok());
   EXPECT_EQ(mem.Value("controller/overrides/" + id + ".json"), R"({"cpu_request":"250m","memory_limit":"2Gi"})");
   auto got = o.Get(id);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(got->has_value());
-  EXPECT_EQ((*got)->cpu_request(), "250m");
-  EXPECT_EQ((*got)->memory_limit(), "2Gi");
-  EXPECT_TRUE((*got)->cpu_limit().empty());
+  EXPECT_EQ((*got)->resources.cpu_request(), "250m");
+  EXPECT_EQ((*got)->resources.memory_limit(), "2Gi");
+  EXPECT_TRUE((*got)->resources.cpu_limit().empty());
+  EXPECT_TRUE((*got)->image.empty());
+  EXPECT_EQ((*got)->timeout_seconds, 0);
+  // The image and the time limit of a request travel in the same object.
+  r.image = "registry.example/falcon-analysis:gpu";
+  r.timeout_seconds = 900;
+  ASSERT_TRUE(o.Put(id, r).ok());
+  got = o.Get(id);
+  ASSERT_TRUE(got.ok() && got->has_value()) << got.status();
+  EXPECT_EQ((*got)->image, "registry.example/falcon-analysis:gpu");
+  EXPECT_EQ((*got)->timeout_seconds, 900);
+  EXPECT_EQ((*got)->resources.cpu_request(), "250m");
   ASSERT_TRUE(o.Delete(id).ok());
   got = o.Get(id);
   ASSERT_TRUE(got.ok());
@@ -70,8 +81,8 @@ TEST(OverrideStoreTest, RoundTripsAndDeletes) {
 TEST(OverrideStoreTest, RefusesNonUuidIdsAndReportsACorruptObject) {
   testing::MemoryObjectStore mem;
   OverrideStore o(mem);
-  api::v1::Resources r;
-  r.set_cpu_limit("1");
+  RunOverride r;
+  r.resources.set_cpu_limit("1");
   EXPECT_EQ(o.Put("../../analysis/x", r).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(mem.List("")->empty());
   const std::string id = "0192f3c4-5d6e-7abc-8def-0123456789ab";
@@ -81,6 +92,10 @@ TEST(OverrideStoreTest, RefusesNonUuidIdsAndReportsACorruptObject) {
   auto bad = o.Get(id);
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInternal);
   EXPECT_NE(std::string(bad.status().message()).find("cpu_limit"), std::string::npos) << bad.status();
+  mem.Set(OverrideStore::KeyFor(id), R"({"timeout_seconds": "long"})");
+  bad = o.Get(id);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(std::string(bad.status().message()).find("timeout_seconds"), std::string::npos) << bad.status();
 }
 
 TEST(OverrideStoreTest, AnOversizeObjectIsRefusedNamingTheLimit) {
@@ -93,7 +108,7 @@ TEST(OverrideStoreTest, AnOversizeObjectIsRefusedNamingTheLimit) {
   auto got = o.Get(id);
   ASSERT_TRUE(got.ok()) << got.status();
   ASSERT_TRUE(got->has_value());
-  EXPECT_EQ((*got)->cpu_limit(), "1");
+  EXPECT_EQ((*got)->resources.cpu_limit(), "1");
   // One byte more (or 8 MiB more) is refused without being parsed.
   for (size_t extra : {size_t{1}, size_t{8} << 20}) {
     mem.Set(OverrideStore::KeyFor(id), std::string(kMaxOverrideBytes - body.size() + extra, ' ') + body);

@@ -5,6 +5,8 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/quantity.h"
@@ -41,6 +43,120 @@ absl::StatusOr<std::string> Scalar(const YAML::Node& n, const std::string& key, 
   return n.Scalar();
 }
 
+bool Alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'); }
+
+// Kubernetes label value: empty, or at most 63 of [A-Za-z0-9-_.] starting and ending alphanumeric.
+bool LabelValueOk(const std::string& v) {
+  if (v.empty()) return true;
+  if (v.size() > 63 || !Alnum(v.front()) || !Alnum(v.back())) return false;
+  for (char c : v) {
+    if (!Alnum(c) && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+// A DNS subdomain (RFC 1123): at most 253 of [a-z0-9-.], starting and ending alphanumeric.
+bool DnsSubdomainOk(const std::string& v) {
+  if (v.empty() || v.size() > 253) return false;
+  auto lower_alnum = [](char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); };
+  if (!lower_alnum(v.front()) || !lower_alnum(v.back())) return false;
+  for (char c : v) {
+    if (!lower_alnum(c) && c != '-' && c != '.') return false;
+  }
+  return true;
+}
+
+// A label key: [prefix/]name, the prefix a DNS subdomain, the name a non-empty label value.
+bool LabelKeyOk(const std::string& k) {
+  size_t slash = k.find('/');
+  std::string name = slash == std::string::npos ? k : k.substr(slash + 1);
+  if (slash != std::string::npos && !DnsSubdomainOk(k.substr(0, slash))) return false;
+  return !name.empty() && LabelValueOk(name);
+}
+
+// An image reference as the Pod spec takes it: at most 1,024 printable characters without spaces.
+bool ImageRefOk(const std::string& v) {
+  if (v.empty() || v.size() > 1024) return false;
+  for (unsigned char c : v) {
+    if (c <= ' ' || c >= 0x7f) return false;
+  }
+  return true;
+}
+
+// The node for `key`, spelled in the catalog's snake_case or as in a Pod spec (camelCase).
+YAML::Node Either(const YAML::Node& p, const char* snake, const char* camel) {
+  if (p[snake]) return p[snake];
+  return p[camel];
+}
+
+absl::Status ParseTolerations(const YAML::Node& list, api::v1::Plugin* plugin, const CatalogError& err) {
+  if (!list.IsSequence()) {
+    return err.At(list.Mark(), "'tolerations' must be a list of {key, operator, value, effect, toleration_seconds}");
+  }
+  static const std::set<std::string> kKeys = {"key", "operator", "value", "effect", "toleration_seconds",
+                                              "tolerationSeconds"};
+  static const std::set<std::string> kEffects = {"", "NoSchedule", "PreferNoSchedule", "NoExecute"};
+  for (const YAML::Node& t : list) {
+    if (!t.IsMap()) return err.At(t.Mark(), "each toleration must be a mapping of key, operator, value, effect");
+    for (const auto& kv : t) {
+      if (!kKeys.count(kv.first.Scalar())) {
+        return err.At(kv.first.Mark(), absl::StrCat("unknown toleration field '", kv.first.Scalar(),
+                                                    "' (expected key, operator, value, effect, toleration_seconds)"));
+      }
+    }
+    api::v1::Toleration* out = plugin->add_tolerations();
+    if (t["key"]) {
+      FALCON_ASSIGN_OR_RETURN(std::string k, Scalar(t["key"], "key", err));
+      if (!k.empty() && !LabelKeyOk(k)) {
+        return err.At(t["key"].Mark(), absl::StrCat("toleration key '", k, "' is not a valid label key"));
+      }
+      out->set_key(k);
+    }
+    std::string op = "Equal";
+    if (t["operator"]) {
+      FALCON_ASSIGN_OR_RETURN(op, Scalar(t["operator"], "operator", err));
+      if (op != "Equal" && op != "Exists") {
+        return err.At(t["operator"].Mark(), absl::StrCat("toleration operator '", op, "' must be Equal or Exists"));
+      }
+    }
+    out->set_operator_(op);
+    if (t["value"]) {
+      FALCON_ASSIGN_OR_RETURN(std::string v, Scalar(t["value"], "value", err));
+      if (op == "Exists" && !v.empty()) {
+        return err.At(t["value"].Mark(), "a toleration with operator Exists takes no value");
+      }
+      if (!LabelValueOk(v)) {
+        return err.At(t["value"].Mark(), absl::StrCat("toleration value '", v, "' is not a valid label value"));
+      }
+      out->set_value(v);
+    }
+    if (out->key().empty() && op != "Exists") {
+      return err.At(t.Mark(), "a toleration without a key must have operator Exists (it tolerates every taint)");
+    }
+    if (t["effect"]) {
+      FALCON_ASSIGN_OR_RETURN(std::string e, Scalar(t["effect"], "effect", err));
+      if (!kEffects.count(e)) {
+        return err.At(t["effect"].Mark(),
+                      absl::StrCat("toleration effect '", e, "' must be NoSchedule, PreferNoSchedule or NoExecute"));
+      }
+      out->set_effect(e);
+    }
+    if (YAML::Node secs = Either(t, "toleration_seconds", "tolerationSeconds")) {
+      int64_t n = 0;
+      try {
+        n = secs.as<int64_t>();
+      } catch (const YAML::Exception&) {
+        return err.At(secs.Mark(), "'toleration_seconds' must be a whole number of seconds");
+      }
+      if (out->effect() != "NoExecute") {
+        return err.At(secs.Mark(), "'toleration_seconds' applies only to effect NoExecute");
+      }
+      out->set_toleration_seconds(n);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<PluginCatalog> PluginCatalog::Parse(const std::string& yaml, const std::string& source) {
@@ -64,8 +180,11 @@ absl::StatusOr<PluginCatalog> PluginCatalog::Parse(const std::string& yaml, cons
   const YAML::Node list = root["plugins"];
   if (!list.IsSequence()) return err.At(list.Mark(), "'plugins' must be a list of plugins");
 
-  static const std::set<std::string> kKeys = {"name",    "description", "artifact_types",
-                                              "command", "resources",   "timeout_seconds"};
+  static const std::set<std::string> kKeys = {
+      "name",           "description",         "artifact_types",   "command",
+      "resources",      "timeout_seconds",     "image",            "node_selector",
+      "nodeSelector",   "tolerations",         "priority_class_name", "priorityClassName",
+      "service_account_name", "serviceAccountName"};
   static const std::set<std::string> kResourceKeys = {"cpu_request", "cpu_limit", "memory_request",
                                                       "memory_limit"};
   PluginCatalog cat;
@@ -78,7 +197,15 @@ absl::StatusOr<PluginCatalog> PluginCatalog::Parse(const std::string& yaml, cons
         return err.At(kv.first.Mark(),
                       absl::StrCat("unknown key '", key,
                                    "' (expected name, description, artifact_types, command, "
-                                   "resources, timeout_seconds)"));
+                                   "resources, timeout_seconds, image, node_selector, tolerations, "
+                                   "priority_class_name, service_account_name)"));
+      }
+      for (const auto& [snake, camel] : {std::pair{"node_selector", "nodeSelector"},
+                                         std::pair{"priority_class_name", "priorityClassName"},
+                                         std::pair{"service_account_name", "serviceAccountName"}}) {
+        if (key == snake && p[camel]) {
+          return err.At(kv.first.Mark(), absl::StrCat("give '", snake, "' or '", camel, "', not both"));
+        }
       }
     }
     if (!p["name"]) return err.At(p.Mark(), "plugin without a 'name'");
@@ -156,6 +283,43 @@ absl::StatusOr<PluginCatalog> PluginCatalog::Parse(const std::string& yaml, cons
       }
       if (secs <= 0) return err.At(t.Mark(), "'timeout_seconds' must be greater than 0");
       plugin.set_timeout_seconds(secs);
+    }
+    if (const YAML::Node img = p["image"]) {
+      FALCON_ASSIGN_OR_RETURN(std::string image, Scalar(img, "image", err));
+      if (!ImageRefOk(image)) {
+        return err.At(img.Mark(), absl::StrCat("'image' must be an image reference (at most 1,024 printable "
+                                               "characters, no spaces), got '", image, "'"));
+      }
+      plugin.set_image(image);
+    }
+    if (const YAML::Node sel = Either(p, "node_selector", "nodeSelector")) {
+      if (!sel.IsMap()) return err.At(sel.Mark(), "'node_selector' must be a mapping of label: value");
+      for (const auto& kv : sel) {
+        const std::string k = kv.first.Scalar();
+        FALCON_ASSIGN_OR_RETURN(std::string v, Scalar(kv.second, k, err));
+        if (!LabelKeyOk(k)) {
+          return err.At(kv.first.Mark(), absl::StrCat("node_selector key '", k, "' is not a valid label key "
+                                                      "([prefix/]name, name at most 63 of [A-Za-z0-9-_.])"));
+        }
+        if (!LabelValueOk(v)) {
+          return err.At(kv.second.Mark(), absl::StrCat("node_selector value '", v, "' of '", k,
+                                                       "' is not a valid label value (at most 63 of [A-Za-z0-9-_.])"));
+        }
+        (*plugin.mutable_node_selector())[k] = v;
+      }
+    }
+    if (const YAML::Node tol = p["tolerations"]) FALCON_RETURN_IF_ERROR(ParseTolerations(tol, &plugin, err));
+    for (const auto& [snake, camel, field] :
+         {std::tuple{"priority_class_name", "priorityClassName", &api::v1::Plugin::mutable_priority_class_name},
+          std::tuple{"service_account_name", "serviceAccountName", &api::v1::Plugin::mutable_service_account_name}}) {
+      if (const YAML::Node n = Either(p, snake, camel)) {
+        FALCON_ASSIGN_OR_RETURN(std::string v, Scalar(n, snake, err));
+        if (!DnsSubdomainOk(v)) {
+          return err.At(n.Mark(), absl::StrCat("'", snake, "' '", v, "' must be a DNS subdomain (at most 253 of "
+                                               "a-z, 0-9, '-', '.')"));
+        }
+        *(plugin.*field)() = v;
+      }
     }
     cat.by_name_[name] = cat.plugins_.size();
     cat.plugins_.push_back(std::move(plugin));

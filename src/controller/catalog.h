@@ -10,6 +10,12 @@
 //       command: file-stats               # required, run with sh -c in the Pod
 //       resources: {cpu_request: 100m, cpu_limit: "1", memory_request: 64Mi, memory_limit: 256Mi}
 //       timeout_seconds: 600              # optional, > 0
+//       # Kubernetes only, all optional (camelCase spellings accepted too; not both):
+//       image: falcon-analysis:gpu        # must be allowed by --allowed-image (checked at start)
+//       node_selector: {cloud.google.com/gke-accelerator: nvidia-l4}
+//       tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+//       priority_class_name: analysis-heavy
+//       service_account_name: falcon-analysis-gpu   # its token is never mounted
 #pragma once
 
 #include <map>

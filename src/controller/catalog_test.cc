@@ -31,6 +31,42 @@ struct BadCase {
   const char* says;
 };
 
+TEST(CatalogTest, PluginsCarryTheirImageSchedulingAndIdentity) {
+  auto cat = PluginCatalog::Parse(R"(plugins:
+  - name: xla-heavy
+    command: hlo-stats
+    image: registry.example/falcon-analysis:tpu
+    node_selector:
+      cloud.google.com/gke-tpu-accelerator: tpu-v5-lite-podslice
+    tolerations:
+      - {key: google.com/tpu, operator: Exists, effect: NoSchedule}
+      - {key: dedicated, value: analysis}
+      - {key: node.kubernetes.io/unreachable, operator: Exists, effect: NoExecute, tolerationSeconds: 30}
+    priority_class_name: analysis-heavy
+    serviceAccountName: falcon-tpu-reader
+  - name: plain
+    command: file-stats
+)", "plugins.yaml");
+  ASSERT_TRUE(cat.ok()) << cat.status();
+  const api::v1::Plugin* p = cat->Find("xla-heavy");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->image(), "registry.example/falcon-analysis:tpu");
+  EXPECT_EQ(p->node_selector().at("cloud.google.com/gke-tpu-accelerator"), "tpu-v5-lite-podslice");
+  ASSERT_EQ(p->tolerations_size(), 3);
+  EXPECT_EQ(p->tolerations(0).operator_(), "Exists");
+  EXPECT_EQ(p->tolerations(1).operator_(), "Equal") << "the Kubernetes default";
+  EXPECT_EQ(p->tolerations(1).value(), "analysis");
+  EXPECT_TRUE(p->tolerations(2).has_toleration_seconds());
+  EXPECT_EQ(p->tolerations(2).toleration_seconds(), 30);
+  EXPECT_EQ(p->priority_class_name(), "analysis-heavy");
+  EXPECT_EQ(p->service_account_name(), "falcon-tpu-reader");
+  const api::v1::Plugin* plain = cat->Find("plain");
+  ASSERT_NE(plain, nullptr);
+  EXPECT_TRUE(plain->image().empty());
+  EXPECT_TRUE(plain->node_selector().empty());
+  EXPECT_EQ(plain->tolerations_size(), 0);
+}
+
 TEST(CatalogTest, BadFilesNameTheLineAndWhatToFix) {
   const BadCase cases[] = {
       {"plugins:\n  - name: a\n    command: a\n    timeout_seconds: ten\n", 4, "timeout_seconds"},
@@ -47,6 +83,27 @@ TEST(CatalogTest, BadFilesNameTheLineAndWhatToFix) {
       {"plugins:\n  - name: a\n    command: a\n     desc: b\n", 4, "not valid YAML"},
       {"plugin:\n  - name: a\n", 1, "unknown top-level key"},
       {"plugins:\n  - name: a\n    command: a\n    timeout_seconds: 0\n", 4, "greater than 0"},
+      {"plugins:\n  - name: a\n    command: a\n    image: 'has space'\n", 4, "'image' must be an image reference"},
+      {"plugins:\n  - name: a\n    command: a\n    node_selector: [gpu]\n", 4, "mapping of label: value"},
+      {"plugins:\n  - name: a\n    command: a\n    node_selector: {'bad key!': x}\n", 4, "not a valid label key"},
+      {"plugins:\n  - name: a\n    command: a\n    nodeSelector: {pool: 'no spaces'}\n", 4, "not a valid label value"},
+      {"plugins:\n  - name: a\n    command: a\n    node_selector: {a: b}\n    nodeSelector: {a: b}\n", 4,
+       "not both"},
+      {"plugins:\n  - name: a\n    command: a\n    tolerations:\n      - {key: k, operator: Maybe}\n", 5,
+       "must be Equal or Exists"},
+      {"plugins:\n  - name: a\n    command: a\n    tolerations:\n      - {key: k, operator: Exists, value: v}\n", 5,
+       "takes no value"},
+      {"plugins:\n  - name: a\n    command: a\n    tolerations:\n      - {value: v}\n", 5,
+       "without a key must have operator Exists"},
+      {"plugins:\n  - name: a\n    command: a\n    tolerations:\n      - {key: k, effect: Sometimes}\n", 5,
+       "NoSchedule, PreferNoSchedule or NoExecute"},
+      {"plugins:\n  - name: a\n    command: a\n    tolerations:\n      - {key: k, effect: NoSchedule, "
+       "toleration_seconds: 5}\n",
+       5, "only to effect NoExecute"},
+      {"plugins:\n  - name: a\n    command: a\n    tolerations:\n      - {key: k, colour: red}\n", 5,
+       "unknown toleration field 'colour'"},
+      {"plugins:\n  - name: a\n    command: a\n    priority_class_name: Heavy_Class\n", 4, "DNS subdomain"},
+      {"plugins:\n  - name: a\n    command: a\n    serviceAccountName: '-sa'\n", 4, "DNS subdomain"},
   };
   for (const auto& c : cases) {
     absl::Status s = ParseError(c.yaml);

@@ -63,6 +63,13 @@ struct ControllerConfig {
   // (main() always adds the store's); an empty list would make the runner accept any well-formed URI.
   std::vector<std::string> allowed_input_roots;
   MaxResources max_resources;
+  // Images (docs/security.md): the deployment's analysis image (--analysis-image; empty on the local
+  // runtime, which runs host binaries), and what else a plugin or a request may name (--allowed-image:
+  // exact references, or prefixes ending in '*'). Anything else is refused with this list.
+  std::string default_image;
+  std::vector<std::string> allowed_images;
+  // The longest time limit a request may ask for (--max-timeout), seconds.
+  int64_t max_timeout_seconds = 86400;
   // Fencing: on becoming leader the controller asks the API server for a new epoch of `fencing_lease`
   // (AcquireLeaderEpoch; the API server fences "analyzer-controller", whatever the Kubernetes Lease is
   // called), recorded as issued to `identity` (the replica's --identity).

@@ -18,12 +18,12 @@ void ControllerContext::Forget(const std::string& id, bool if_tracked) {
   // An override this replica knows to be absent (or already removed) costs no call to the store.
   const bool tracked = table.Contains(id);
   AnalysisState st = table.Get(id);
-  if (st.override_resources.has_value() || (!st.override_known && (tracked || !if_tracked))) {
+  if (st.override.has_value() || (!st.override_known && (tracked || !if_tracked))) {
     absl::Status s = overrides.Delete(id);
     if (s.ok()) {
       table.Update(id, [](AnalysisState& a) {
         a.override_known = true;
-        a.override_resources.reset();
+        a.override.reset();
       });
     } else {
       spdlog::warn("analysis {}: removing its stored resource override failed (tried again later): {}", id,

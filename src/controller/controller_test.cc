@@ -465,6 +465,50 @@ TEST_F(ControllerTest, ResourceOverrideSurvivesAControllerCrash) {
   EXPECT_FALSE(store_.Has(OverrideStore::KeyFor(*id))) << "removed once the analysis is terminal";
 }
 
+// A request's image and time limit: checked against the deployment's allowlist and maximum at creation
+// (refused with what is allowed), kept beside the record like a resource override (a restarted controller
+// still uses them), and on the Pod.
+TEST_F(ControllerTest, RequestImageAndTimeoutAreCheckedKeptAndReachThePod) {
+  config_.default_image = "registry.example/falcon-analysis:1";
+  config_.allowed_images = {"registry.example/falcon-analysis:*"};
+  config_.max_timeout_seconds = 3600;
+  config_.online_concurrency = 1;
+  NewController();
+  analyzerv1::CreateAnalysisRequest req;
+  req.set_exp_id("e1");
+  req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
+  req.set_command("python3 train_probe.py");
+  req.set_image("docker.io/library/ubuntu:latest");
+  auto refused = c_->CreateAnalysis(req);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(),
+                                "allowed: registry.example/falcon-analysis:1 (the default), "
+                                "registry.example/falcon-analysis:*"))
+      << refused.status();
+  req.set_image("registry.example/falcon-analysis:gpu");
+  req.set_timeout_seconds(7200);
+  refused = c_->CreateAnalysis(req);
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(refused.status().message(), "3600s (--max-timeout)")) << refused.status();
+  EXPECT_TRUE(api_.AllRecords().empty()) << "nothing was created by a refused request";
+
+  std::string first = Online("sleep 10");
+  req.set_timeout_seconds(900);
+  auto id = c_->CreateAnalysis(req);
+  ASSERT_TRUE(id.ok()) << id.status();
+  Peer().DrainQueue();
+  ASSERT_EQ(Status(*id), ANALYSIS_STATUS_PENDING) << "held by the admission limit";
+  NewController();  // kill -9 before its Pod exists
+  Peer().DrainQueue();
+  rt_.SetPhase(Pod(first), PodPhase::kSucceeded);
+  Peer().DrainQueue();
+  ASSERT_EQ(Status(*id), ANALYSIS_STATUS_RUNNING);
+  EXPECT_EQ(rt_.Spec(Pod(*id)).image, "registry.example/falcon-analysis:gpu");
+  EXPECT_EQ(rt_.Spec(Pod(*id)).active_deadline_seconds, 900);
+  EXPECT_TRUE(rt_.Spec(Pod(first)).image.empty()) << "no image asked: the runtime's default";
+  EXPECT_EQ(rt_.Spec(Pod(first)).active_deadline_seconds, config_.default_timeout_seconds);
+}
+
 // A leader change: the replica that took the request loses the lease before the Pod exists; the new
 // leader (another process, sharing only the object store, the API server and the runtime) uses the override.
 TEST_F(ControllerTest, ResourceOverrideSurvivesALeaderChange) {

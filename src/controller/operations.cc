@@ -77,13 +77,15 @@ absl::StatusOr<std::string> Operations::CreateAnalysis(const analyzerv1::CreateA
   }
   FALCON_RETURN_IF_ERROR(CheckPluginProvenance(req.plugin_name(), req.command(), !req.script_content().empty(),
                                                req.analysis_type()));
-  bool has_override = req.has_resource_override();
-  if (has_override) {
+  if (req.has_resource_override()) {
     FALCON_RETURN_IF_ERROR(ValidateResources(req.resource_override()));
     FALCON_RETURN_IF_ERROR(CheckMaxResources(ToResourceSpec(req.resource_override()), ctx_.config.max_resources,
                                              "resource_override"));
   }
-  const bool store_override = has_override && HasAnyResource(req.resource_override());
+  FALCON_RETURN_IF_ERROR(CheckImage(req.image(), ctx_.config, "image"));
+  FALCON_RETURN_IF_ERROR(CheckTimeout(req.timeout_seconds(), ctx_.config, "timeout_seconds"));
+  RunOverride run_override{req.resource_override(), req.image(), req.timeout_seconds()};
+  const bool store_override = HasAnyOverride(run_override);
 
   AnalysisRecord rec;
   // A proposed id makes a retried create return the same analysis. The override is stored under the id
@@ -107,7 +109,7 @@ absl::StatusOr<std::string> Operations::CreateAnalysis(const analyzerv1::CreateA
   const bool stored = store_override && IsCanonicalUuid(proposed);
   if (stored) {
     FALCON_RETURN_IF_ERROR(
-        Annotate(ctx_.overrides.Put(proposed, req.resource_override()), "storing the resource override"));
+        Annotate(ctx_.overrides.Put(proposed, run_override), "storing the resource override"));
   }
   auto created = ctx_.deps.api->CreateAnalysisRecord(rec);
   if (!created.ok()) {
@@ -127,7 +129,7 @@ absl::StatusOr<std::string> Operations::CreateAnalysis(const analyzerv1::CreateA
   }
   ctx_.table.Update(id, [&](AnalysisState& a) {
     a.override_known = true;
-    if (store_override) a.override_resources = req.resource_override();
+    if (store_override) a.override = run_override;
   });
   // A retried create of an analysis that has finished meanwhile must not leave the override just written.
   if (IsTerminal(created->status())) ctx_.Forget(id);

@@ -34,26 +34,32 @@ bool HasAnyResource(const api::v1::Resources& r) {
   return false;
 }
 
+bool HasAnyOverride(const RunOverride& o) {
+  return HasAnyResource(o.resources) || !o.image.empty() || o.timeout_seconds > 0;
+}
+
 std::string OverrideStore::KeyFor(const std::string& id) { return absl::StrCat(kOverridesPrefix, id, ".json"); }
 
-absl::Status OverrideStore::Put(const std::string& id, const api::v1::Resources& r) {
+absl::Status OverrideStore::Put(const std::string& id, const RunOverride& o) {
   if (!IsCanonicalUuid(id)) {
     return absl::InvalidArgumentError(absl::StrCat("analysis id '", id, "' is not a canonical UUID"));
   }
   json j = json::object();
   for (const auto& f : kFields) {
-    if (!(r.*f.get)().empty()) j[f.name] = (r.*f.get)();
+    if (!(o.resources.*f.get)().empty()) j[f.name] = (o.resources.*f.get)();
   }
+  if (!o.image.empty()) j["image"] = o.image;
+  if (o.timeout_seconds > 0) j["timeout_seconds"] = o.timeout_seconds;
   std::istringstream in(j.dump());
   return store_.Put(KeyFor(id), in);
 }
 
-absl::StatusOr<std::optional<api::v1::Resources>> OverrideStore::Get(const std::string& id) {
-  if (!IsCanonicalUuid(id)) return std::optional<api::v1::Resources>();
+absl::StatusOr<std::optional<RunOverride>> OverrideStore::Get(const std::string& id) {
+  if (!IsCanonicalUuid(id)) return std::optional<RunOverride>();
   std::ostringstream out;
   // Read one byte more than the limit, to tell a full-size object from a larger one.
   absl::Status s = store_.Get(KeyFor(id), out, 0, kMaxOverrideBytes + 1);
-  if (absl::IsNotFound(s)) return std::optional<api::v1::Resources>();
+  if (absl::IsNotFound(s)) return std::optional<RunOverride>();
   if (!s.ok()) return s;
   if (out.tellp() > static_cast<std::streamoff>(kMaxOverrideBytes)) {
     return absl::InternalError(absl::StrCat("the stored resource override ", KeyFor(id), " is larger than ",
@@ -63,17 +69,26 @@ absl::StatusOr<std::optional<api::v1::Resources>> OverrideStore::Get(const std::
   if (!j.is_object()) {
     return absl::InternalError(absl::StrCat("the stored resource override ", KeyFor(id), " is not a JSON object"));
   }
-  api::v1::Resources r;
+  RunOverride o;
+  auto bad = [&](const char* field, const char* what) {
+    return absl::InternalError(
+        absl::StrCat("the stored resource override ", KeyFor(id), ": '", field, "' is not ", what));
+  };
   for (const auto& f : kFields) {
     auto it = j.find(f.name);
     if (it == j.end()) continue;
-    if (!it->is_string()) {
-      return absl::InternalError(
-          absl::StrCat("the stored resource override ", KeyFor(id), ": '", f.name, "' is not a string"));
-    }
-    *(r.*f.mutable_field)() = it->get<std::string>();
+    if (!it->is_string()) return bad(f.name, "a string");
+    *(o.resources.*f.mutable_field)() = it->get<std::string>();
   }
-  return std::optional<api::v1::Resources>(std::move(r));
+  if (auto it = j.find("image"); it != j.end()) {
+    if (!it->is_string()) return bad("image", "a string");
+    o.image = it->get<std::string>();
+  }
+  if (auto it = j.find("timeout_seconds"); it != j.end()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < 0) return bad("timeout_seconds", "a whole number >= 0");
+    o.timeout_seconds = it->get<int64_t>();
+  }
+  return std::optional<RunOverride>(std::move(o));
 }
 
 absl::Status OverrideStore::Delete(const std::string& id) {

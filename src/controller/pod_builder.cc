@@ -1,6 +1,8 @@
 #include "controller/pod_builder.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/ids.h"
 #include "common/quantity.h"
 #include "common/status.h"
@@ -124,9 +126,46 @@ std::string CommandFor(const api::v1::AnalysisRecord& record, const api::v1::Plu
   return "";
 }
 
+bool ImageAllowed(const std::string& image, const ControllerConfig& config) {
+  if (image.empty() || image == config.default_image) return true;
+  for (const auto& a : config.allowed_images) {
+    if (a == image) return true;
+    if (!a.empty() && a.back() == '*' && absl::StartsWith(image, absl::string_view(a).substr(0, a.size() - 1))) {
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status CheckImage(const std::string& image, const ControllerConfig& config, const std::string& field) {
+  if (ImageAllowed(image, config)) return absl::OkStatus();
+  std::vector<std::string> allowed;
+  if (!config.default_image.empty()) allowed.push_back(config.default_image + " (the default)");
+  allowed.insert(allowed.end(), config.allowed_images.begin(), config.allowed_images.end());
+  if (allowed.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, " '", image, "' is not allowed: this deployment runs analyses without images (the local "
+        "runtime runs the host's binaries); leave it out"));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(field, " '", image,
+                                                 "' is not allowed by this deployment (--allowed-image); allowed: ",
+                                                 absl::StrJoin(allowed, ", ")));
+}
+
+absl::Status CheckTimeout(int64_t seconds, const ControllerConfig& config, const std::string& field) {
+  if (seconds < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " must be a positive number of seconds, got ", seconds));
+  }
+  if (seconds > config.max_timeout_seconds) {
+    return absl::InvalidArgumentError(absl::StrCat(field, " ", seconds, "s exceeds this deployment's maximum of ",
+                                                   config.max_timeout_seconds, "s (--max-timeout)"));
+  }
+  return absl::OkStatus();
+}
+
 runtime::PodSpec BuildPodSpec(const api::v1::AnalysisRecord& record, const api::v1::Plugin* plugin,
-                              const std::optional<api::v1::Resources>& override_resources,
-                              const PodInputs& inputs, const ControllerConfig& config) {
+                              const std::optional<RunOverride>& ov, const PodInputs& inputs,
+                              const ControllerConfig& config) {
   runtime::PodSpec spec;
   spec.name = PodNameForAnalysis(record.analysis_id());
   const bool offline = record.analysis_type() == api::v1::ANALYSIS_TYPE_OFFLINE;
@@ -151,10 +190,29 @@ runtime::PodSpec BuildPodSpec(const api::v1::AnalysisRecord& record, const api::
   spec.args.push_back("--log-upload-interval=" + std::to_string(config.log_upload_interval_seconds));
   spec.env = {{"FALCON_EXP_ID", record.exp_id()}, {"FALCON_ANALYSIS_ID", record.analysis_id()}};
   spec.env.insert(config.pod_env.begin(), config.pod_env.end());
-  spec.resources = MergeResources(plugin, override_resources, config.default_resources);
+  spec.resources = MergeResources(plugin, ov ? std::optional(ov->resources) : std::nullopt, config.default_resources);
+  // The request's, else the plugin's, else the deployment's.
   spec.active_deadline_seconds =
-      (plugin != nullptr && plugin->timeout_seconds() > 0) ? plugin->timeout_seconds()
-                                                           : config.default_timeout_seconds;
+      (ov && ov->timeout_seconds > 0)                     ? ov->timeout_seconds
+      : (plugin != nullptr && plugin->timeout_seconds() > 0) ? plugin->timeout_seconds()
+                                                             : config.default_timeout_seconds;
+  // A runtime without images (the local one: default_image empty) ignores the catalog's; a request's is
+  // refused at creation there (CheckImage), and kept here so that the reconciler's check refuses it too.
+  if (ov && !ov->image.empty()) {
+    spec.image = ov->image;
+  } else if (plugin != nullptr && !config.default_image.empty()) {
+    spec.image = plugin->image();
+  }
+  if (plugin != nullptr) {
+    spec.node_selector.insert(plugin->node_selector().begin(), plugin->node_selector().end());
+    for (const auto& t : plugin->tolerations()) {
+      runtime::Toleration rt{t.key(), t.operator_(), t.value(), t.effect(), std::nullopt};
+      if (t.has_toleration_seconds()) rt.toleration_seconds = t.toleration_seconds();
+      spec.tolerations.push_back(std::move(rt));
+    }
+    spec.priority_class_name = plugin->priority_class_name();
+    spec.service_account_name = plugin->service_account_name();
+  }
   return spec;
 }
 

@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "controller/config.h"
+#include "controller/override_store.h"
 #include "falcon/api/v1/types.pb.h"
 #include "runtime/pod_runtime.h"
 
@@ -49,8 +50,19 @@ std::string ScriptKey(const api::v1::AnalysisRecord& record);
 // The command the runner runs: the record's command, else the plugin's catalog command.
 std::string CommandFor(const api::v1::AnalysisRecord& record, const api::v1::Plugin* plugin);
 
+// The Pod of an analysis: resources merged (MergeResources); the time limit and the image are the
+// override's, else the plugin's, else the deployment's; node selector, tolerations, priority class and
+// service account are the plugin's.
 runtime::PodSpec BuildPodSpec(const api::v1::AnalysisRecord& record, const api::v1::Plugin* plugin,
-                              const std::optional<api::v1::Resources>& override_resources,
-                              const PodInputs& inputs, const ControllerConfig& config);
+                              const std::optional<RunOverride>& override_options, const PodInputs& inputs,
+                              const ControllerConfig& config);
+
+// True for an empty image (the deployment's), the deployment's default image, an exact --allowed-image
+// entry, or an image that starts with an entry ending in '*'.
+bool ImageAllowed(const std::string& image, const ControllerConfig& config);
+// INVALID_ARGUMENT naming `field`, the image and the allowed list when ImageAllowed is false.
+absl::Status CheckImage(const std::string& image, const ControllerConfig& config, const std::string& field);
+// INVALID_ARGUMENT naming `field` and --max-timeout when `seconds` is negative or above the maximum.
+absl::Status CheckTimeout(int64_t seconds, const ControllerConfig& config, const std::string& field);
 
 }  // namespace falcon::controller

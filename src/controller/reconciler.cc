@@ -64,14 +64,14 @@ void Reconciler::Settled(const std::string& id) {
   ctx_.table.Erase(id);
 }
 
-absl::StatusOr<std::optional<api::v1::Resources>> Reconciler::Override(const std::string& id) {
+absl::StatusOr<std::optional<RunOverride>> Reconciler::Override(const std::string& id) {
   AnalysisState st = ctx_.table.Get(id);
-  if (st.override_known) return st.override_resources;
+  if (st.override_known) return st.override;
   // Not created by this replica in this term (a restart, a leader change): the store has the truth.
-  FALCON_ASSIGN_OR_RETURN(std::optional<api::v1::Resources> ov, ctx_.overrides.Get(id));
+  FALCON_ASSIGN_OR_RETURN(std::optional<RunOverride> ov, ctx_.overrides.Get(id));
   ctx_.table.Update(id, [&](AnalysisState& a) {
     a.override_known = true;
-    a.override_resources = ov;
+    a.override = ov;
   });
   if (ov) spdlog::info("analysis {}: using its stored resource override", id);
   return ov;
@@ -335,6 +335,8 @@ absl::Status Reconciler::CreatePod(const AnalysisRecord& rec, bool recreate, Out
   absl::Status refused = CheckPluginProvenance(rec.plugin_name(), rec.command(), !rec.script_content().empty(),
                                                rec.analysis_type());
   if (refused.ok()) refused = CheckMaxResources(spec.resources, ctx_.config.max_resources, "resources");
+  if (refused.ok()) refused = CheckImage(spec.image, ctx_.config, "image");
+  if (refused.ok() && *ov) refused = CheckTimeout((*ov)->timeout_seconds, ctx_.config, "timeout_seconds");
   if (!refused.ok()) {
     spdlog::warn("analysis {}: refused: {}", id, std::string(refused.message()));
     FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED,

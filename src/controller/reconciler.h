@@ -47,7 +47,7 @@ class Reconciler {
   // stored override, table entry.
   void Settled(const std::string& id);
   // The resource override for the Pod of `id`: the table's cache, else the object store's (then cached).
-  absl::StatusOr<std::optional<api::v1::Resources>> Override(const std::string& id);
+  absl::StatusOr<std::optional<RunOverride>> Override(const std::string& id);
   // Moves rec to a terminal status (from RUNNING or PENDING); FAILED_PRECONDITION (already terminal) is
   // fine and re-enqueues the key.
   absl::Status Finish(const AnalysisRecord& rec, api::v1::AnalysisStatus status, const std::string& error_message);

@@ -291,6 +291,68 @@ TEST_F(KubeTest, PodAsCreatedPassesRestrictedPodSecurity) {
   EXPECT_EQ((*listed)[0].name, "falcon-analysis-spec2");
 }
 
+// A plugin's image, node selector, tolerations, priority class and service account (the catalog's, through
+// BuildPodSpec) reach the Pod as the real apiserver stores and admits it: the priority class is resolved to
+// its value by admission, and one that does not exist is refused, naming it.
+TEST_F(KubeTest, PluginImageSchedulingAndIdentityReachThePod) {
+  const std::string pc = ns_ + "-heavy";
+  json klass = {{"apiVersion", "scheduling.k8s.io/v1"}, {"kind", "PriorityClass"},
+                {"metadata", {{"name", pc}}}, {"value", 1000}, {"description", "heavy analyses"}};
+  ASSERT_TRUE(admin().Post("/apis/scheduling.k8s.io/v1/priorityclasses", klass).ok());
+  json sa = {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", {{"name", "falcon-tpu-reader"}}}};
+  ASSERT_TRUE(admin().Post("/api/v1/namespaces/" + ns_ + "/serviceaccounts", sa).ok());
+
+  KubernetesRuntimeOptions o = RtOpts(ns_);
+  o.service_account_name = "falcon-analysis";  // the deployment's; the plugin's wins
+  KubernetesRuntime rt(admin(), clock_, o);
+  auto spec = ShSpec("sched1", "true");
+  spec.annotations["falcon.dev/fake-kubelet"] = "ignore";
+  spec.image = "registry.example/falcon-analysis:tpu";
+  spec.node_selector = {{"cloud.google.com/gke-tpu-accelerator", "tpu-v5-lite-podslice"}};
+  spec.tolerations = {{"google.com/tpu", "Exists", "", "NoSchedule", std::nullopt},
+                      {"node.kubernetes.io/unreachable", "Exists", "", "NoExecute", 30}};
+  spec.priority_class_name = pc;
+  spec.service_account_name = "falcon-tpu-reader";
+  absl::Status made = rt.Create(spec);
+  ASSERT_TRUE(made.ok()) << made;
+  auto pod = admin().Get("/api/v1/namespaces/" + ns_ + "/pods/falcon-analysis-sched1");
+  ASSERT_TRUE(pod.ok()) << pod.status();
+  const json& p = (*pod)["spec"];
+  EXPECT_EQ(p["containers"][0]["image"], "registry.example/falcon-analysis:tpu");
+  EXPECT_EQ(p["nodeSelector"]["cloud.google.com/gke-tpu-accelerator"], "tpu-v5-lite-podslice");
+  EXPECT_EQ(p["priorityClassName"], pc);
+  EXPECT_EQ(p["priority"], 1000) << "admission resolved the class";
+  EXPECT_EQ(p["serviceAccountName"], "falcon-tpu-reader");
+  EXPECT_EQ(p["automountServiceAccountToken"], false) << "the identity never mounts its token";
+  bool tpu = false, unreachable = false;
+  for (const json& t : p["tolerations"]) {
+    tpu = tpu || (t.value("key", "") == "google.com/tpu" && t.value("effect", "") == "NoSchedule");
+    unreachable = unreachable || (t.value("key", "") == "node.kubernetes.io/unreachable" &&
+                                  t.value("tolerationSeconds", 0) == 30);
+  }
+  EXPECT_TRUE(tpu && unreachable) << p["tolerations"].dump();
+
+  // Without a plugin's: the deployment's image and service account.
+  auto plain = ShSpec("sched2", "true");
+  plain.annotations["falcon.dev/fake-kubelet"] = "ignore";
+  json sa2 = {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", {{"name", "falcon-analysis"}}}};
+  ASSERT_TRUE(admin().Post("/api/v1/namespaces/" + ns_ + "/serviceaccounts", sa2).ok());
+  ASSERT_TRUE(rt.Create(plain).ok());
+  auto pod2 = admin().Get("/api/v1/namespaces/" + ns_ + "/pods/falcon-analysis-sched2");
+  ASSERT_TRUE(pod2.ok());
+  EXPECT_EQ((*pod2)["spec"]["containers"][0]["image"], "falcon-analyzer:test");
+  EXPECT_EQ((*pod2)["spec"]["serviceAccountName"], "falcon-analysis");
+  EXPECT_FALSE((*pod2)["spec"].contains("nodeSelector"));
+
+  auto missing = ShSpec("sched3", "true");
+  missing.annotations["falcon.dev/fake-kubelet"] = "ignore";
+  missing.priority_class_name = ns_ + "-no-such-class";
+  absl::Status refused = rt.Create(missing);
+  EXPECT_FALSE(refused.ok());
+  EXPECT_NE(std::string(refused.message()).find(ns_ + "-no-such-class"), std::string::npos) << refused;
+  (void)admin().Delete("/apis/scheduling.k8s.io/v1/priorityclasses/" + pc);
+}
+
 TEST_F(KubeTest, PodRunsToCompletionWithExitCodeAndLogs) {
   KubernetesRuntime rt(admin(), clock_, RtOpts(ns_));
   std::mutex mu;

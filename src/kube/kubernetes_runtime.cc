@@ -113,7 +113,7 @@ json BuildPodManifest(const runtime::PodSpec& spec, const KubernetesRuntimeOptio
   auto runner = [&](const std::string& name, const std::string& phase, bool analysis) {
     json c = {
         {"name", name},
-        {"image", o.image},
+        {"image", spec.image.empty() ? o.image : spec.image},
         {"imagePullPolicy", o.image_pull_policy},
         {"env", analysis ? analysis_env : env},
         {"securityContext", security_context},
@@ -169,8 +169,25 @@ json BuildPodManifest(const runtime::PodSpec& spec, const KubernetesRuntimeOptio
          {"secret", {{"secretName", o.object_store_secret}, {"defaultMode", 0440}}}});
   }
   if (spec.active_deadline_seconds > 0) pod_spec["activeDeadlineSeconds"] = spec.active_deadline_seconds;
-  if (!o.service_account_name.empty()) pod_spec["serviceAccountName"] = o.service_account_name;
-  if (!o.priority_class_name.empty()) pod_spec["priorityClassName"] = o.priority_class_name;
+  // The plugin's scheduling and identity, else the deployment's.
+  const std::string& sa = spec.service_account_name.empty() ? o.service_account_name : spec.service_account_name;
+  const std::string& pc = spec.priority_class_name.empty() ? o.priority_class_name : spec.priority_class_name;
+  if (!sa.empty()) pod_spec["serviceAccountName"] = sa;
+  if (!pc.empty()) pod_spec["priorityClassName"] = pc;
+  if (!spec.node_selector.empty()) pod_spec["nodeSelector"] = spec.node_selector;
+  if (!spec.tolerations.empty()) {
+    json tolerations = json::array();
+    for (const auto& t : spec.tolerations) {
+      json j = json::object();
+      if (!t.key.empty()) j["key"] = t.key;
+      if (!t.op.empty()) j["operator"] = t.op;
+      if (!t.value.empty()) j["value"] = t.value;
+      if (!t.effect.empty()) j["effect"] = t.effect;
+      if (t.toleration_seconds) j["tolerationSeconds"] = *t.toleration_seconds;
+      tolerations.push_back(std::move(j));
+    }
+    pod_spec["tolerations"] = std::move(tolerations);
+  }
 
   json meta = {{"name", spec.name}, {"namespace", o.namespace_}, {"labels", labels}};
   if (!annotations.empty()) meta["annotations"] = annotations;
@@ -280,7 +297,7 @@ std::string KubernetesRuntime::PodsPath() const {
 
 absl::Status KubernetesRuntime::Create(const runtime::PodSpec& spec) {
   if (spec.name.empty()) return absl::InvalidArgumentError("PodSpec.name is empty");
-  if (options_.image.empty()) {
+  if (options_.image.empty() && spec.image.empty()) {
     return absl::FailedPreconditionError("no analysis image configured (--analysis-image)");
   }
   auto r = client_.Post(PodsPath(), BuildPodManifest(spec, options_));

@@ -29,6 +29,12 @@ struct ResourceSpec {
   std::string cpu_request, cpu_limit, memory_request, memory_limit;
 };
 
+// A Kubernetes toleration; empty fields are left out of the Pod.
+struct Toleration {
+  std::string key, op, value, effect;  // op: Equal or Exists
+  std::optional<int64_t> toleration_seconds;
+};
+
 struct PodSpec {
   std::string name;
   std::map<std::string, std::string> labels;
@@ -38,6 +44,13 @@ struct PodSpec {
   std::map<std::string, std::string> env;
   ResourceSpec resources;
   int64_t active_deadline_seconds = 0;  // 0: none
+  // Scheduling and identity (Kubernetes; the local runtime runs host binaries and ignores them). Empty:
+  // the runtime's defaults (its --analysis-image, no selector, ...).
+  std::string image;
+  std::map<std::string, std::string> node_selector;
+  std::vector<Toleration> tolerations;
+  std::string priority_class_name;
+  std::string service_account_name;
 };
 
 enum class PodPhase { kPending, kRunning, kSucceeded, kFailed, kUnknown };

@@ -194,7 +194,7 @@ TEST_F(CliE2ETest, WholeWorkflowThroughTheCli) {
   std::ofstream(script) << "echo hello-from-script\nls \"$FALCON_INPUT_DIR\"\necho result > "
                            "\"$FALCON_OUTPUT_DIR/out.txt\"\n";
   r = Falcon({"analysis", "create", "--exp-id", "e2e-exp", "--script", script.string(), "--wait",
-              "--follow", "--timeout", "90s"});
+              "--follow", "--wait-timeout", "90s"});
   ASSERT_EQ(r.code, 0) << r.out << r.err;
   std::string id = r.out.substr(0, r.out.find('\n'));
   ASSERT_FALSE(id.empty());

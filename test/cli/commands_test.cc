@@ -211,6 +211,27 @@ TEST_F(CommandsTest, CreateWithScriptSendsTheRequestAndPrintsTheId) {
   EXPECT_FALSE(body.contains("plugin_name"));
 }
 
+TEST_F(CommandsTest, CreateSendsTheImageAndTheTimeLimit) {
+  auto r = cli_.Run({"analysis", "create", "--exp-id", "exp-1", "--command", "python3 big.py", "--image",
+                     "registry.example/falcon-analysis:gpu", "--timeout", "1h30m"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  json body = server_.last_create_body;
+  EXPECT_EQ(body["image"], "registry.example/falcon-analysis:gpu");
+  EXPECT_EQ(body["timeout_seconds"], 5400);
+  // Without them, neither is sent (the plugin's or the deployment's apply).
+  r = cli_.Run({"analysis", "create", "--exp-id", "exp-1", "--plugin", "file-stats"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_FALSE(server_.last_create_body.contains("image"));
+  EXPECT_FALSE(server_.last_create_body.contains("timeout_seconds"));
+  const int posts = server_.CountRequests("POST");
+  for (const char* bad : {"soon", "0s"}) {
+    r = cli_.Run({"analysis", "create", "--exp-id", "exp-1", "--plugin", "file-stats", "--timeout", bad});
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_NE(r.err.find("--timeout"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(server_.CountRequests("POST"), posts) << "refused before sending";
+}
+
 TEST_F(CommandsTest, CreateWithPluginAndJsonOutput) {
   auto r = cli_.Run({"analysis", "create", "--exp-id", "exp-1", "--plugin", "file-stats", "-o", "json"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -485,7 +506,7 @@ TEST_F(CommandsTest, ConflictingFlagsAreRefused) {
            {{"analysis", "create", "--exp-id", "exp-1", "--plugin", "file-stats", "--script", script.string()},
             "--plugin and --script"},
            {{"analysis", "create", "--exp-id", "exp-1"}, "nothing to run"},
-           {{"analysis", "create", "--exp-id", "exp-1", "--plugin", "x", "--timeout", "5m"}, "--timeout only"},
+           {{"analysis", "create", "--exp-id", "exp-1", "--plugin", "x", "--wait-timeout", "5m"}, "--wait-timeout only"},
            {{"exp", "add-artifact", "exp-1", "--uri", "gs://b/x", "--file", script.string()}, "--uri and --file"},
            {{"analysis", "list", "--status", "weird"}, "weird"},
            {{"analysis", "list", "-o", "yaml"}, "yaml"},

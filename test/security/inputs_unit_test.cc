@@ -293,8 +293,8 @@ TEST(ControllerRefusals, AForgedRecordOrAStoredOverrideOverTheMaximumGetsNoPod) 
   big.set_command("true");
   auto b = api.CreateAnalysisRecord(big);
   ASSERT_TRUE(b.ok()) << b.status();
-  api::v1::Resources huge;
-  huge.set_memory_limit("900Ti");
+  controller::RunOverride huge;
+  huge.resources.set_memory_limit("900Ti");
   ASSERT_TRUE(controller::OverrideStore(store).Put(b->analysis_id(), huge).ok());
 
   controller::Controller c(config, controller::ControllerDeps{&api, &rt, &store, &elector, &*catalog, &clock,

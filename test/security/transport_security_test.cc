@@ -137,7 +137,7 @@ TEST_F(TransportSecurity, AnAnalysisRunsEndToEndOverTlsBetweenTheRealBinaries) {
   ASSERT_EQ(r.code, 0) << r.output;
   // Created through HTTPS, forwarded to the controller over mutual TLS, its record written back over TLS
   // to the API server's gRPC by the controller.
-  r = Cli({"analysis", "create", "--exp-id", "e1", "--command", "echo hello-over-tls", "--wait", "--timeout", "90s"});
+  r = Cli({"analysis", "create", "--exp-id", "e1", "--command", "echo hello-over-tls", "--wait", "--wait-timeout", "90s"});
   ASSERT_EQ(r.code, 0) << r.output << "\n--- apiserver\n" << apiserver_->LogTail() << "\n--- controller\n"
                        << controller_->LogTail();
   r = Cli({"analysis", "list", "-o", "json"});
@@ -214,7 +214,7 @@ TEST_F(TransportSecurity, AClientCertificateIsTheCallerAndTheCertificateReloadsO
   // The system keeps working over the reloaded certificate: the controller reaches the API server's gRPC.
   auto r = Cli({"exp", "create", "--id", "e2", "--status", "completed"});
   ASSERT_EQ(r.code, 0) << r.output;
-  r = Cli({"analysis", "create", "--exp-id", "e2", "--command", "true", "--wait", "--timeout", "90s"});
+  r = Cli({"analysis", "create", "--exp-id", "e2", "--command", "true", "--wait", "--wait-timeout", "90s"});
   EXPECT_EQ(r.code, 0) << r.output << "\n--- controller\n" << controller_->LogTail();
 }
 
