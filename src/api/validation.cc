@@ -296,13 +296,25 @@ absl::Status ValidateCreateAnalysis(const analyzer::v1::CreateAnalysisRequest& r
       return absl::InvalidArgumentError(absl::StrCat(s.message(), "; leave it out to get one"));
     }
   }
-  if (!req.image().empty()) {
-    bool ok = req.image().size() <= 1024;
-    for (unsigned char c : req.image()) ok = ok && c > ' ' && c < 0x7f;
-    if (!ok) return Invalid("image", "must be an image reference: at most 1,024 printable characters, no spaces");
+  return ValidateRunOptions(req.resource_override(), req.image(), req.timeout_seconds(), req.rerun_of(), "");
+}
+
+absl::Status ValidateRunOptions(const v1::Resources& resources, const std::string& image, int64_t timeout_seconds,
+                                const std::string& rerun_of, const std::string& prefix) {
+  if (!image.empty()) {
+    bool ok = image.size() <= 1024;
+    for (unsigned char c : image) ok = ok && c > ' ' && c < 0x7f;
+    if (!ok) {
+      return Invalid(prefix + "image", "must be an image reference: at most 1,024 printable characters, no spaces");
+    }
   }
-  if (req.timeout_seconds() < 0) return Invalid("timeout_seconds", "must be a positive number of seconds (0: the default)");
-  return ValidateResources(req.resource_override(), "resource_override");
+  if (timeout_seconds < 0) {
+    return Invalid(prefix + "timeout_seconds", "must be a positive number of seconds (0: the default)");
+  }
+  if (!rerun_of.empty()) {
+    if (auto s = ValidateUuid(rerun_of, prefix + "rerun_of"); !s.ok()) return s;
+  }
+  return ValidateResources(resources, prefix + "resource_override");
 }
 
 absl::Status ValidateNewRecord(const v1::AnalysisRecord& r) {
@@ -325,6 +337,10 @@ absl::Status ValidateNewRecord(const v1::AnalysisRecord& r) {
   }
   if (auto s = ValidatePluginProvenance(r.plugin_name(), r.command(), !r.script_content().empty(),
                                         r.analysis_type(), "record.");
+      !s.ok()) {
+    return s;
+  }
+  if (auto s = ValidateRunOptions(r.resource_override(), r.image(), r.timeout_seconds(), r.rerun_of(), "record.");
       !s.ok()) {
     return s;
   }

@@ -83,6 +83,10 @@ absl::Status ValidateCreateAnalysis(const analyzer::v1::CreateAnalysisRequest& r
 // gRPC CreateAnalysisRecord: exp_id, analysis_type, a plugin or a command, artifact_id for offline records,
 // defined enums, the script size.
 absl::Status ValidateNewRecord(const v1::AnalysisRecord& record);
+// The run options of a create or a record: an image reference's form, timeout_seconds >= 0, rerun_of empty
+// or a UUID, the override's quantities. `prefix` goes before the field names ("record.").
+absl::Status ValidateRunOptions(const v1::Resources& resources, const std::string& image, int64_t timeout_seconds,
+                                const std::string& rerun_of, const std::string& prefix);
 // gRPC UpdateAnalysisRecord: the mask paths are updatable, and each named field is valid.
 inline constexpr const char* kUpdatablePaths[] = {"name", "status", "error_message", "result_gcs_path"};
 absl::Status ValidateRecordUpdate(const v1::AnalysisRecord& record, const std::vector<std::string>& paths);

@@ -42,6 +42,7 @@ const std::vector<AccessRule>& AccessTable() {
       {"Upload", Need::kSubmitter, false, true},
       // analyses
       {"CreateAnalysis", Need::kSubmitter, false, true},
+      {"RerunAnalysis", Need::kSubmitter, false, true},
       {"ListAnalyses", Need::kViewer},
       {"GetAnalysis", Need::kViewer},
       {"CancelAnalysis", Need::kSubmitter, true, true},

@@ -222,6 +222,14 @@ void HttpServer::RegisterRoutes() {
     WriteJson(c.res, 201, {{"analysis_id", id}});
     return absl::OkStatus();
   });
+  add("POST", "/v1/analyses/{id}:rerun", "RerunAnalysis", kJson, [&svc](HttpCall& c) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(json body, api::ParseJsonObject(c.body));
+    FALCON_ASSIGN_OR_RETURN(auto changes, FromBody<analyzer::v1::CreateAnalysisRequest>(
+                                              body, {"name", "resource_override", "image", "timeout_seconds"}));
+    FALCON_ASSIGN_OR_RETURN(std::string id, svc.RerunAnalysis(c.ctx, c.params[0], changes));
+    WriteJson(c.res, 201, {{"analysis_id", id}, {"rerun_of", c.params[0]}});
+    return absl::OkStatus();
+  });
   add("GET", "/v1/analyses", "ListAnalyses", kNone, [&svc](HttpCall& c) -> absl::Status {
     store::ListAnalysesQuery q;
     FALCON_ASSIGN_OR_RETURN(auto exp_id, Param(c.req, "exp_id"));

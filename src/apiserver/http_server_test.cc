@@ -54,6 +54,11 @@ class FakeController final : public AnalyzerControllerService::Service {
     r.set_command(req->command());
     r.set_script_content(req->script_content());
     r.set_script_name(req->script_name());
+    r.set_artifact_id(req->artifact_id());
+    if (req->has_resource_override()) *r.mutable_resource_override() = req->resource_override();
+    r.set_image(req->image());
+    r.set_timeout_seconds(req->timeout_seconds());
+    r.set_rerun_of(req->rerun_of());
     r.set_status(api::v1::ANALYSIS_STATUS_PENDING);
     *r.mutable_created_at() = TimeUtil::SecondsToTimestamp(1'700'000'000);
     *r.mutable_updated_at() = r.created_at();
@@ -429,6 +434,59 @@ TEST_F(ApiserverHttpTest, AnalysesAreForwardedToTheReplicaThatAccepts) {
   ASSERT_EQ(dcode, 200) << deleted;
   EXPECT_TRUE(fake_->last_delete.purge_gcs());
   ExpectError(Do("GET", "/v1/analyses/" + id), 404, "NOT_FOUND");
+}
+
+TEST_F(ApiserverHttpTest, RerunRepeatsInputsAndRunOptionsWithChangesAndLinksTheOld) {
+  StartHttpWithReplicas();
+  CreateExp("e1");
+  auto [code, created] = Do("POST", "/v1/analyses", R"({"exp_id": "e1", "name": "probe", "command": "sh \"$FALCON_SCRIPT\"",
+      "script_content": "echo hi", "script_name": "a.sh", "image": "img:1", "timeout_seconds": 600,
+      "resource_override": {"cpu_limit": "2", "memory_limit": "1Gi"}})");
+  ASSERT_EQ(code, 201) << created;
+  const std::string old_id = created["analysis_id"];
+  auto [gcode, old] = Do("GET", "/v1/analyses/" + old_id);
+  ASSERT_EQ(gcode, 200) << old;
+  EXPECT_EQ(old["image"], "img:1") << "the record keeps its run options";
+  EXPECT_EQ(old["timeout_seconds"], 600);
+  EXPECT_EQ(old["resource_override"]["memory_limit"], "1Gi");
+  EXPECT_EQ(old["rerun_of"], "");
+
+  // No body: the same inputs and options.
+  auto [rcode, rerun] = Do("POST", "/v1/analyses/" + old_id + ":rerun", "");
+  ASSERT_EQ(rcode, 201) << rerun;
+  EXPECT_EQ(rerun["rerun_of"], old_id);
+  EXPECT_NE(rerun["analysis_id"], old_id);
+  EXPECT_EQ(fake_->last_create.rerun_of(), old_id);
+  EXPECT_EQ(fake_->last_create.script_content(), "echo hi");
+  EXPECT_EQ(fake_->last_create.script_name(), "a.sh");
+  EXPECT_EQ(fake_->last_create.command(), "sh \"$FALCON_SCRIPT\"");
+  EXPECT_EQ(fake_->last_create.name(), "probe");
+  EXPECT_EQ(fake_->last_create.image(), "img:1");
+  EXPECT_EQ(fake_->last_create.timeout_seconds(), 600);
+  EXPECT_EQ(fake_->last_create.resource_override().cpu_limit(), "2");
+  EXPECT_EQ(fake_->last_create.analysis_id().size(), 36u) << "a fixed id, so a retried forward makes one";
+
+  // Changes replace field by field; the rest is kept.
+  auto [c2, second] = Do("POST", "/v1/analyses/" + old_id + ":rerun",
+                         R"({"image": "img:2", "resource_override": {"memory_limit": "4Gi"}, "name": "probe-2"})");
+  ASSERT_EQ(c2, 201) << second;
+  EXPECT_EQ(fake_->last_create.image(), "img:2");
+  EXPECT_EQ(fake_->last_create.name(), "probe-2");
+  EXPECT_EQ(fake_->last_create.timeout_seconds(), 600);
+  EXPECT_EQ(fake_->last_create.resource_override().memory_limit(), "4Gi");
+  EXPECT_EQ(fake_->last_create.resource_override().cpu_limit(), "2");
+  auto [g2, rec2] = Do("GET", "/v1/analyses/" + second["analysis_id"].get<std::string>());
+  ASSERT_EQ(g2, 200) << rec2;
+  EXPECT_EQ(rec2["rerun_of"], old_id);
+
+  // What a rerun cannot do: change the inputs, name an unknown analysis, or be forged through create.
+  ExpectError(Do("POST", "/v1/analyses/" + old_id + ":rerun", R"({"command": "rm -rf /"})"), 400,
+              "INVALID_ARGUMENT", "unknown field \"command\"");
+  ExpectError(Do("POST", "/v1/analyses/01900000-0000-7000-8000-000000000000:rerun", "{}"), 404, "NOT_FOUND");
+  ExpectError(Do("POST", "/v1/analyses/" + old_id + ":rerun", R"({"timeout_seconds": -1})"), 400,
+              "INVALID_ARGUMENT", "timeout_seconds");
+  ExpectError(Do("POST", "/v1/analyses", R"({"exp_id": "e1", "command": "ls", "rerun_of": ")" + old_id + R"("})"),
+              400, "INVALID_ARGUMENT", ":rerun");
 }
 
 TEST_F(ApiserverHttpTest, AHungReplicaIsPassedOverWithTheSameAnalysisId) {

@@ -235,7 +235,44 @@ absl::StatusOr<UploadResult> ApiService::Upload(const RequestContext& ctx, const
 
 absl::StatusOr<std::string> ApiService::CreateAnalysis(const RequestContext& ctx,
                                                        analyzer::v1::CreateAnalysisRequest req) {
+  return CreateAnalysisFor(ctx, std::move(req), /*rerun=*/false);
+}
+
+absl::StatusOr<std::string> ApiService::RerunAnalysis(const RequestContext& ctx, const std::string& id,
+                                                      const analyzer::v1::CreateAnalysisRequest& changes) {
+  if (id.empty()) return absl::InvalidArgumentError("analysis_id is required");
+  FALCON_ASSIGN_OR_RETURN(api::v1::AnalysisRecord old, store_.GetAnalysisRecord(id));
+  analyzer::v1::CreateAnalysisRequest req;
+  req.set_name(changes.name().empty() ? old.name() : changes.name());
+  req.set_exp_id(old.exp_id());
+  // Online always: an offline record is the one analysis of its (artifact, plugin) pair.
+  req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
+  req.set_artifact_id(old.artifact_id());
+  req.set_plugin_name(old.plugin_name());
+  req.set_command(old.command());
+  req.set_script_content(old.script_content());
+  req.set_script_name(old.script_name());
+  api::v1::Resources res = old.resource_override();
+  const api::v1::Resources& ch = changes.resource_override();
+  if (!ch.cpu_request().empty()) res.set_cpu_request(ch.cpu_request());
+  if (!ch.cpu_limit().empty()) res.set_cpu_limit(ch.cpu_limit());
+  if (!ch.memory_request().empty()) res.set_memory_request(ch.memory_request());
+  if (!ch.memory_limit().empty()) res.set_memory_limit(ch.memory_limit());
+  if (old.has_resource_override() || changes.has_resource_override()) *req.mutable_resource_override() = res;
+  req.set_image(changes.image().empty() ? old.image() : changes.image());
+  req.set_timeout_seconds(changes.timeout_seconds() == 0 ? old.timeout_seconds() : changes.timeout_seconds());
+  req.set_rerun_of(old.analysis_id());
+  return CreateAnalysisFor(ctx, std::move(req), /*rerun=*/true);
+}
+
+absl::StatusOr<std::string> ApiService::CreateAnalysisFor(const RequestContext& ctx,
+                                                          analyzer::v1::CreateAnalysisRequest req, bool rerun) {
   req.set_created_by(ctx.caller.principal.username);  // never the client's word
+  if (!req.rerun_of().empty() && !rerun) {
+    return absl::InvalidArgumentError(
+        "rerun_of is set by the server: to re-run an analysis, POST /v1/analyses/{id}:rerun (falcon analysis "
+        "rerun ID)");
+  }
   if (req.analysis_type() == api::v1::ANALYSIS_TYPE_UNSPECIFIED) {
     req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
   }

@@ -179,6 +179,12 @@ class ApiService {
   // Returns the id.
   absl::StatusOr<std::string> CreateAnalysis(const RequestContext& ctx,
                                              analyzer::v1::CreateAnalysisRequest req);
+  // A new online analysis with the inputs of analysis `id` (exp, artifact, plugin, command, script, name)
+  // and its run options, each replaced by the one `changes` sets (name, image, timeout_seconds, fields of
+  // resource_override), linked to it by rerun_of. An offline analysis is re-run as an online one of the
+  // same plugin and artifact. Created like CreateAnalysis, by the caller. Returns the new id.
+  absl::StatusOr<std::string> RerunAnalysis(const RequestContext& ctx, const std::string& id,
+                                            const analyzer::v1::CreateAnalysisRequest& changes);
   absl::StatusOr<store::AnalysisPage> ListAnalyses(const RequestContext& ctx, const store::ListAnalysesQuery& q);
   absl::StatusOr<api::v1::AnalysisRecord> GetAnalysis(const RequestContext& ctx, const std::string& id);
   // The record as it is after the cancel (or just its id when it cannot be read back).
@@ -214,6 +220,9 @@ class ApiService {
       const RequestContext& ctx, const api::v1::AcquireLeaderEpochRequest& req);
 
  private:
+  // CreateAnalysis's work; only a rerun may carry rerun_of.
+  absl::StatusOr<std::string> CreateAnalysisFor(const RequestContext& ctx, analyzer::v1::CreateAnalysisRequest req,
+                                                bool rerun);
   absl::Status CheckFencing(const RequestContext& ctx);
   absl::StatusOr<ControllerClient*> Controller();
   absl::StatusOr<objstore::ObjectStore*> Objects();

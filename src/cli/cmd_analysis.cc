@@ -1,4 +1,4 @@
-// `falcon analysis ...`: create, get, list, cancel, delete, logs, results, wait.
+// `falcon analysis ...`: create, rerun, get, list, cancel, delete, logs, results, wait.
 #include <CLI/CLI.hpp>
 
 #include <memory>
@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/helpers.h"
 #include "cli/output.h"
+#include "absl/strings/str_cat.h"
 #include "common/quantity.h"
 
 namespace falcon::cli {
@@ -50,25 +51,16 @@ absl::Status ExplainAnalysis(const absl::Status& s, const std::string& id) {
   return ExplainNotFound(s, "analysis " + id, "list the ids with `falcon analysis list`");
 }
 
-int Create(Context& ctx, const AnalysisOptions& o) {
-  // Everything that can be checked locally is checked before anything is sent.
-  if (!o.plugin.empty() && !o.command.empty()) {
-    return ctx.Usage("conflicting flags: --plugin and --command cannot be used together; a plugin runs the "
-                     "catalog's command, so give one or the other");
-  }
-  if (!o.plugin.empty() && !o.script.empty()) {
-    return ctx.Usage("conflicting flags: --plugin and --script cannot be used together; run the script with "
-                     "--script FILE [--command CMD]");
-  }
-  if (o.plugin.empty() && o.command.empty() && o.script.empty()) {
-    return ctx.Usage(
-        "nothing to run: give --plugin NAME (see `falcon plugin list`), --command CMD or --script FILE");
-  }
+// The run-option flags shared by create and rerun (--wait-timeout, --timeout, the resource flags, --image),
+// checked locally and added to `body`. Returns the exit code of a usage error, or nullopt.
+std::optional<int> AddRunOptions(Context& ctx, const AnalysisOptions& o, json* body,
+                                 std::optional<std::chrono::seconds>* wait_timeout) {
   if (!o.timeout.empty() && !o.wait && !o.follow) {
     return ctx.Usage("--wait-timeout only applies with --wait or --follow");
   }
   auto timeout = ParseTimeoutFlag(o.timeout, "--wait-timeout");
   if (!timeout.ok()) return ctx.Usage(std::string(timeout.status().message()));
+  *wait_timeout = *timeout;
   auto run_timeout = ParseTimeoutFlag(o.run_timeout);
   if (!run_timeout.ok()) return ctx.Usage(std::string(run_timeout.status().message()));
   if (*run_timeout && (*run_timeout)->count() <= 0) {
@@ -103,8 +95,56 @@ int Create(Context& ctx, const AnalysisOptions& o) {
     return ctx.Usage("--memory-request " + o.memory_request + " is more than --memory-limit " + o.memory_limit +
                      ": the request must not exceed the limit");
   }
+  if (!resources.empty()) (*body)["resource_override"] = resources;
+  if (!o.image.empty()) (*body)["image"] = o.image;
+  if (*run_timeout) (*body)["timeout_seconds"] = (*run_timeout)->count();
+  return std::nullopt;
+}
 
+// After a create or rerun: prints the new id, then follows or waits as asked.
+int PrintAndWait(Context& ctx, const AnalysisOptions& o, const std::string& id, MonoTime start,
+                 std::optional<std::chrono::seconds> timeout) {
+  if (o.output == "json") {
+    ordered_json j;
+    j["analysis_id"] = id;
+    ctx.PrintJson(j);
+  } else {
+    ctx.out() << id << "\n";
+  }
+  ctx.out().flush();
+  if (o.follow) {
+    bool timed_out = false;
+    auto final_record = FollowLogs(ctx, id, start, timeout, &timed_out);
+    if (!final_record.ok()) return ctx.Fail(final_record.status());
+    if (timed_out) {
+      ctx.err() << "analysis " << id << " did not end within " << o.timeout
+                << "; it keeps running: `falcon analysis logs -f " << id << "` or `falcon analysis cancel " << id
+                << "`\n";
+      return kExitTimeout;
+    }
+    return ExitForFinal(ctx, *final_record, start);
+  }
+  if (o.wait) return WaitUntilTerminal(ctx, id, start, timeout, o.timeout);
+  return kExitOk;
+}
+
+int Create(Context& ctx, const AnalysisOptions& o) {
+  // Everything that can be checked locally is checked before anything is sent.
+  if (!o.plugin.empty() && !o.command.empty()) {
+    return ctx.Usage("conflicting flags: --plugin and --command cannot be used together; a plugin runs the "
+                     "catalog's command, so give one or the other");
+  }
+  if (!o.plugin.empty() && !o.script.empty()) {
+    return ctx.Usage("conflicting flags: --plugin and --script cannot be used together; run the script with "
+                     "--script FILE [--command CMD]");
+  }
+  if (o.plugin.empty() && o.command.empty() && o.script.empty()) {
+    return ctx.Usage(
+        "nothing to run: give --plugin NAME (see `falcon plugin list`), --command CMD or --script FILE");
+  }
   json body = {{"exp_id", o.exp_id}, {"analysis_type", "online"}};
+  std::optional<std::chrono::seconds> timeout;
+  if (auto code = AddRunOptions(ctx, o, &body, &timeout)) return *code;
   std::string command = o.command;
   std::string name = o.name;
   if (!o.script.empty()) {
@@ -123,9 +163,6 @@ int Create(Context& ctx, const AnalysisOptions& o) {
   if (!command.empty()) body["command"] = command;
   if (name.empty()) name = !o.plugin.empty() ? o.plugin : OneLine(command).substr(0, 40);
   body["name"] = name;
-  if (!resources.empty()) body["resource_override"] = resources;
-  if (!o.image.empty()) body["image"] = o.image;
-  if (*run_timeout) body["timeout_seconds"] = (*run_timeout)->count();
 
   auto client = ctx.Client();
   if (!client.ok()) return ctx.Fail(client.status());
@@ -141,28 +178,23 @@ int Create(Context& ctx, const AnalysisOptions& o) {
   }
   std::string id = Str(*r, "analysis_id");
   if (id.empty()) return ctx.Fail(absl::InternalError("the server's answer has no analysis_id: " + r->dump()));
-  if (o.output == "json") {
-    ordered_json j;
-    j["analysis_id"] = id;
-    ctx.PrintJson(j);
-  } else {
-    ctx.out() << id << "\n";
-  }
-  ctx.out().flush();
-  if (o.follow) {
-    bool timed_out = false;
-    auto final_record = FollowLogs(ctx, id, start, *timeout, &timed_out);
-    if (!final_record.ok()) return ctx.Fail(final_record.status());
-    if (timed_out) {
-      ctx.err() << "analysis " << id << " did not end within " << o.timeout
-                << "; it keeps running: `falcon analysis logs -f " << id << "` or `falcon analysis cancel " << id
-                << "`\n";
-      return kExitTimeout;
-    }
-    return ExitForFinal(ctx, *final_record, start);
-  }
-  if (o.wait) return WaitUntilTerminal(ctx, id, start, *timeout, o.timeout);
-  return kExitOk;
+  return PrintAndWait(ctx, o, id, start, timeout);
+}
+
+int Rerun(Context& ctx, const AnalysisOptions& o) {
+  json body = json::object();
+  std::optional<std::chrono::seconds> timeout;
+  if (auto code = AddRunOptions(ctx, o, &body, &timeout)) return *code;
+  if (!o.name.empty()) body["name"] = o.name;
+  auto client = ctx.Client();
+  if (!client.ok()) return ctx.Fail(client.status());
+  MonoTime start = ctx.MonotonicNow();
+  auto r = (*client)->Send("POST", "/v1/analyses/" + ApiClient::EscapeSegment(o.id) + ":rerun", body);
+  if (!r.ok()) return ctx.Fail(ExplainAnalysis(r.status(), o.id));
+  std::string id = Str(*r, "analysis_id");
+  if (id.empty()) return ctx.Fail(absl::InternalError("the server's answer has no analysis_id: " + r->dump()));
+  if (o.output != "json") ctx.err() << "analysis " << id << " re-runs " << o.id << "\n";
+  return PrintAndWait(ctx, o, id, start, timeout);
 }
 
 int Get(Context& ctx, const AnalysisOptions& o) {
@@ -174,12 +206,21 @@ int Get(Context& ctx, const AnalysisOptions& o) {
     return kExitOk;
   }
   auto s = [&](const char* k) { return StringField(a, k); };
+  const int64_t timeout = a["timeout_seconds"].get<int64_t>();
+  std::string resources;
+  for (const auto& [k, v] : a["resource_override"].items()) {
+    absl::StrAppend(&resources, resources.empty() ? "" : " ", k, "=", v.get<std::string>());
+  }
   ctx.PrintDetails({
       {"ID", s("analysis_id")},          {"Name", s("name")},
       {"Exp", s("exp_id")},              {"Type", s("analysis_type")},
       {"Artifact", s("artifact_id")},    {"Plugin", s("plugin_name")},
       {"Status", s("status")},           {"Command", Str(*rec, "command")},
       {"Script", s("script_name")},      {"Results", s("result_gcs_path")},
+      {"Image", s("image")},
+      {"Timeout", timeout > 0 ? HumanDuration(std::chrono::seconds(timeout)) : ""},
+      {"Resources", resources},
+      {"Rerun of", s("rerun_of")},
       {"Error", Str(*rec, "error_message")},
       {"Created", a["created_at"].is_string() ? s("created_at") + " (" + ctx.Age(*rec, "created_at") + " ago)" : ""},
       {"Updated", a["updated_at"].is_string() ? s("updated_at") : ""},
@@ -337,6 +378,26 @@ int Results(Context& ctx, const AnalysisOptions& o) {
   return kExitOk;
 }
 
+// The flags create and rerun share: resources, image, time limit, waiting.
+void AddRunFlags(CLI::App* c, AnalysisOptions* o) {
+  c->add_option("--cpu-request", o->cpu_request, "CPU request, a Kubernetes quantity (250m, 1)")->type_name("Q");
+  c->add_option("--cpu-limit", o->cpu_limit, "CPU limit, a Kubernetes quantity")->type_name("Q");
+  c->add_option("--memory-request", o->memory_request, "Memory request (512Mi, 2Gi)")->type_name("Q");
+  c->add_option("--memory-limit", o->memory_limit, "Memory limit (512Mi, 2Gi)")->type_name("Q");
+  c->add_flag("--wait", o->wait, "Show state changes until the analysis ends; exit 0 only if it succeeded");
+  c->add_flag("--follow", o->follow, "Stream the log live until the analysis ends; exit 0 only if it succeeded");
+  c->add_option("--image", o->image,
+                "Image to run in (Kubernetes), one this deployment allows; default: the plugin's or the "
+                "deployment's")
+      ->type_name("IMAGE");
+  c->add_option("--timeout", o->run_timeout,
+                "Time limit of the analysis (90s, 15m, 2h): it fails when it runs longer; default: the "
+                "plugin's or the deployment's")
+      ->type_name("DURATION");
+  c->add_option("--wait-timeout", o->timeout, "With --wait/--follow: stop waiting after this long")
+      ->type_name("DURATION");
+}
+
 }  // namespace
 
 void RegisterAnalysisCommands(CLI::App& app, Context& ctx) {
@@ -355,22 +416,7 @@ void RegisterAnalysisCommands(CLI::App& app, Context& ctx) {
                   "python3 (*.py) or sh")
         ->type_name("FILE");
     c->add_option("--name", o->name, "Name of the analysis (default: the plugin or script name)");
-    c->add_option("--cpu-request", o->cpu_request, "CPU request, a Kubernetes quantity (250m, 1)")->type_name("Q");
-    c->add_option("--cpu-limit", o->cpu_limit, "CPU limit, a Kubernetes quantity")->type_name("Q");
-    c->add_option("--memory-request", o->memory_request, "Memory request (512Mi, 2Gi)")->type_name("Q");
-    c->add_option("--memory-limit", o->memory_limit, "Memory limit (512Mi, 2Gi)")->type_name("Q");
-    c->add_flag("--wait", o->wait, "Show state changes until the analysis ends; exit 0 only if it succeeded");
-    c->add_flag("--follow", o->follow, "Stream the log live until the analysis ends; exit 0 only if it succeeded");
-    c->add_option("--image", o->image,
-                  "Image to run in (Kubernetes), one this deployment allows; default: the plugin's or the "
-                  "deployment's")
-        ->type_name("IMAGE");
-    c->add_option("--timeout", o->run_timeout,
-                  "Time limit of the analysis (90s, 15m, 2h): it fails when it runs longer; default: the "
-                  "plugin's or the deployment's")
-        ->type_name("DURATION");
-    c->add_option("--wait-timeout", o->timeout, "With --wait/--follow: stop waiting after this long")
-        ->type_name("DURATION");
+    AddRunFlags(c, o.get());
     AddOutputFlag(c, &o->output);
     c->footer(
         "Examples:\n"
@@ -379,6 +425,22 @@ void RegisterAnalysisCommands(CLI::App& app, Context& ctx) {
         "  falcon analysis create --exp-id exp-1 --script analyze.py --wait --follow\n"
         "  falcon analysis create --exp-id exp-1 --command 'hlo-stats' --memory-limit 2Gi --wait\n"
         "  ID=$(falcon analysis create --exp-id exp-1 --plugin trace-summary)\n"
+        "Exit codes with --wait/--follow: 0 succeeded, 3 failed, 4 cancelled, 5 timeout, 1 error.");
+  }
+  {
+    auto* c = AddCommand(an, ctx, "rerun",
+                         "Run an analysis again: a new analysis with the same inputs and run options, linked to "
+                         "the old one; print its id",
+                         o, Rerun);
+    c->add_option("ID", o->id, "Analysis to run again")->required();
+    c->add_option("--name", o->name, "Name of the new analysis (default: the old one's)");
+    AddRunFlags(c, o.get());
+    AddOutputFlag(c, &o->output);
+    c->footer(
+        "The new analysis is online and runs as you. Each flag replaces the old value; the rest is kept.\n"
+        "Examples:\n"
+        "  falcon analysis rerun 0193a5c2-8f00-7c2d-a1b0-5e4f3d2c1b0a --wait\n"
+        "  falcon analysis rerun ID --memory-limit 8Gi --timeout 2h --follow\n"
         "Exit codes with --wait/--follow: 0 succeeded, 3 failed, 4 cancelled, 5 timeout, 1 error.");
   }
   {

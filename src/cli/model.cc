@@ -132,6 +132,19 @@ ordered_json AnalysisJson(const nlohmann::json& r) {
   o["updated_at"] = TimeJson(r, "updated_at");
   // Servers with authentication record who created it.
   if (r.contains("created_by") && r["created_by"].is_string()) o["created_by"] = r["created_by"];
+  // What the request asked to run with, and the analysis it re-runs.
+  o["image"] = rec.image();
+  o["timeout_seconds"] = rec.timeout_seconds();
+  ordered_json res = ordered_json::object();
+  const auto& ro = rec.resource_override();
+  for (const auto& [k, v] : {std::pair<const char*, const std::string*>{"cpu_request", &ro.cpu_request()},
+                             {"cpu_limit", &ro.cpu_limit()},
+                             {"memory_request", &ro.memory_request()},
+                             {"memory_limit", &ro.memory_limit()}}) {
+    if (!v->empty()) res[k] = *v;
+  }
+  o["resource_override"] = std::move(res);
+  o["rerun_of"] = rec.rerun_of();
   return o;
 }
 

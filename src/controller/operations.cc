@@ -105,6 +105,12 @@ absl::StatusOr<std::string> Operations::CreateAnalysis(const analyzerv1::CreateA
   rec.set_script_content(req.script_content());
   if (!req.script_content().empty() || !sn.empty()) rec.set_script_name(sn.empty() ? "script" : sn);
   rec.set_created_by(req.created_by());
+  // The run options are kept in the record too, for the user to see and a rerun to repeat; the Pod is
+  // built from the override store, which the controller alone writes.
+  if (req.has_resource_override()) *rec.mutable_resource_override() = req.resource_override();
+  rec.set_image(req.image());
+  rec.set_timeout_seconds(req.timeout_seconds());
+  rec.set_rerun_of(req.rerun_of());
   // A proposed id that is not a UUID is refused by the API server below; it never names an object.
   const bool stored = store_override && IsCanonicalUuid(proposed);
   if (stored) {

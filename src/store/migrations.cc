@@ -190,6 +190,22 @@ const std::vector<Migration>& Migrations() {
        "for it appears",
        {"CREATE INDEX IF NOT EXISTS artifacts_by_type ON artifacts(exp_completed, offline_done, artifact_type)"},
        {"CREATE INDEX IF NOT EXISTS artifacts_by_type ON artifacts(exp_completed, offline_done, artifact_type)"}},
+      {5,
+       "run options kept in the record (resource override, image, time limit) and the analysis a record "
+       "re-runs",
+       {
+           "ALTER TABLE analysis_records ADD COLUMN resource_override TEXT NOT NULL DEFAULT ''",
+           "ALTER TABLE analysis_records ADD COLUMN image TEXT NOT NULL DEFAULT ''",
+           "ALTER TABLE analysis_records ADD COLUMN timeout_seconds INTEGER NOT NULL DEFAULT 0",
+           "ALTER TABLE analysis_records ADD COLUMN rerun_of TEXT NOT NULL DEFAULT ''",
+       },
+       {
+           "ALTER TABLE analysis_records ADD COLUMN IF NOT EXISTS resource_override VARCHAR(1024) NOT NULL "
+           "DEFAULT ''",
+           "ALTER TABLE analysis_records ADD COLUMN IF NOT EXISTS image VARCHAR(1024) NOT NULL DEFAULT ''",
+           "ALTER TABLE analysis_records ADD COLUMN IF NOT EXISTS timeout_seconds BIGINT NOT NULL DEFAULT 0",
+           "ALTER TABLE analysis_records ADD COLUMN IF NOT EXISTS rerun_of VARCHAR(64) NOT NULL DEFAULT ''",
+       }},
   };
   return *kMigrations;
 }

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "absl/strings/escaping.h"
@@ -112,14 +113,35 @@ Artifact ParseArtifact(const SqlRow& r, size_t o = 0) {
   return a;
 }
 
+// A resource override is stored as "cpu_request,cpu_limit,memory_request,memory_limit" (quantities have no
+// commas; an empty field is unset); "" when the request set none.
+std::string FormatResourceOverride(const AnalysisRecord& r) {
+  if (!r.has_resource_override()) return "";
+  const auto& o = r.resource_override();
+  return absl::StrJoin({o.cpu_request(), o.cpu_limit(), o.memory_request(), o.memory_limit()}, ",");
+}
+std::optional<api::v1::Resources> ParseResourceOverride(const std::string& s) {
+  if (s.empty()) return std::nullopt;
+  std::vector<std::string> f = absl::StrSplit(s, ',');
+  f.resize(4);
+  api::v1::Resources o;
+  o.set_cpu_request(f[0]);
+  o.set_cpu_limit(f[1]);
+  o.set_memory_request(f[2]);
+  o.set_memory_limit(f[3]);
+  return o;
+}
+
 constexpr char kRecordCols[] =
     "analysis_id, name, exp_id, artifact_id, analysis_type, plugin_name, status, result_gcs_path, "
-    "error_message, command, script_content, script_name, created_at, updated_at, created_by";
+    "error_message, command, script_content, script_name, created_at, updated_at, created_by, "
+    "resource_override, image, timeout_seconds, rerun_of";
 // The same columns without the two that may be large (a script is up to 1 MiB): for listings that feed a
 // reconciler, which reads one full record when it needs it.
 constexpr char kSlimRecordCols[] =
     "analysis_id, name, exp_id, artifact_id, analysis_type, plugin_name, status, result_gcs_path, "
-    "error_message, '', '', script_name, created_at, updated_at, created_by";
+    "error_message, '', '', script_name, created_at, updated_at, created_by, "
+    "resource_override, image, timeout_seconds, rerun_of";
 AnalysisRecord ParseRecord(const SqlRow& r) {
   AnalysisRecord a;
   a.set_analysis_id(Str(r[0]));
@@ -137,6 +159,10 @@ AnalysisRecord ParseRecord(const SqlRow& r) {
   *a.mutable_created_at() = FromMicros(Int(r[12]));
   *a.mutable_updated_at() = FromMicros(Int(r[13]));
   a.set_created_by(Str(r[14]));
+  if (auto res = ParseResourceOverride(Str(r[15])); res.has_value()) *a.mutable_resource_override() = *res;
+  a.set_image(Str(r[16]));
+  a.set_timeout_seconds(Int(r[17]));
+  a.set_rerun_of(Str(r[18]));
   return a;
 }
 
@@ -534,13 +560,15 @@ class SqlStore : public Store {
       absl::Status s = c.Exec(
           "INSERT INTO analysis_records (analysis_id, name, exp_id, artifact_id, "
           "offline_artifact_id, analysis_type, plugin_name, status, result_gcs_path, "
-          "error_message, command, script_content, script_name, created_at, updated_at, created_by) "
-          "SELECT ?, ?, e.exp_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM exps e WHERE e.exp_id = ?",
+          "error_message, command, script_content, script_name, created_at, updated_at, created_by, "
+          "resource_override, image, timeout_seconds, rerun_of) "
+          "SELECT ?, ?, e.exp_id, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? FROM exps e WHERE e.exp_id = ?",
           {r.analysis_id(), r.name(), NullIfEmpty(r.artifact_id()), offline_artifact,
            std::string(AnalysisTypeName(r.analysis_type())), r.plugin_name(),
            std::string(AnalysisStatusName(r.status())), r.result_gcs_path(), r.error_message(),
            r.command(), script, r.script_name(), ToMicros(r.created_at()),
-           ToMicros(r.updated_at()), r.created_by(), r.exp_id()},
+           ToMicros(r.updated_at()), r.created_by(), FormatResourceOverride(r), r.image(),
+           r.timeout_seconds(), r.rerun_of(), r.exp_id()},
           &n);
       if (absl::IsAlreadyExists(s)) {
         if (absl::StrContains(s.message(), "offline")) {

@@ -1082,5 +1082,45 @@ STORE_TEST(CreatedByIsStoredAndFiltersAnalyses) {
   EXPECT_EQ(store_->ListAnalysisRecords({})->records.size(), 2u);
 }
 
+// Migration 5: a record keeps what it was asked to run with, and the analysis it re-runs.
+STORE_TEST(RunOptionsAndRerunOfAreStored) {
+  ASSERT_TRUE(store_->CreateExp(MakeExp("e1", EXP_STATUS_RUNNING, 1)).ok());
+  AnalysisRecord a = MakeRecord("a1", "e1", ANALYSIS_TYPE_ONLINE, "", 2);
+  a.mutable_resource_override()->set_cpu_limit("2");
+  a.mutable_resource_override()->set_memory_request("512Mi");
+  a.set_image("registry.example/falcon-analysis:gpu");
+  a.set_timeout_seconds(5400);
+  a.set_rerun_of("0193a5c2-8f00-7c2d-a1b0-5e4f3d2c1b0a");
+  ASSERT_TRUE(store_->CreateAnalysisRecord(a).ok());
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("a2", "e1", ANALYSIS_TYPE_ONLINE, "", 3)).ok());
+  auto got = store_->GetAnalysisRecord("a1");
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_TRUE(got->has_resource_override());
+  EXPECT_EQ(got->resource_override().cpu_request(), "");
+  EXPECT_EQ(got->resource_override().cpu_limit(), "2");
+  EXPECT_EQ(got->resource_override().memory_request(), "512Mi");
+  EXPECT_EQ(got->resource_override().memory_limit(), "");
+  EXPECT_EQ(got->image(), "registry.example/falcon-analysis:gpu");
+  EXPECT_EQ(got->timeout_seconds(), 5400);
+  EXPECT_EQ(got->rerun_of(), "0193a5c2-8f00-7c2d-a1b0-5e4f3d2c1b0a");
+  auto plain = store_->GetAnalysisRecord("a2");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->has_resource_override());
+  EXPECT_EQ(plain->image(), "");
+  EXPECT_EQ(plain->timeout_seconds(), 0);
+  // The slim listing the reconciler pages through carries them too.
+  auto page = store_->ListNonTerminalAnalyses(10, "");
+  ASSERT_TRUE(page.ok()) << page.status();
+  bool seen = false;
+  for (const auto& r : page->records) {
+    if (r.analysis_id() == "a1") {
+      seen = true;
+      EXPECT_EQ(r.image(), "registry.example/falcon-analysis:gpu");
+      EXPECT_EQ(r.resource_override().cpu_limit(), "2");
+    }
+  }
+  EXPECT_TRUE(seen);
+}
+
 }  // namespace
 }  // namespace falcon::store

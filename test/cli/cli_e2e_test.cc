@@ -217,6 +217,18 @@ TEST_F(CliE2ETest, WholeWorkflowThroughTheCli) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(ReadFile(download / "out.txt"), "result\n");
 
+  // Run it again, with a time limit of its own: the same script, a new analysis linked to the old one.
+  r = Falcon({"analysis", "rerun", id, "--timeout", "5m", "--follow", "--wait-timeout", "90s"});
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string again = r.out.substr(0, r.out.find('\n'));
+  EXPECT_NE(again, id);
+  EXPECT_NE(r.out.find("hello-from-script"), std::string::npos) << r.out;
+  r = Falcon({"analysis", "get", again, "-o", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["rerun_of"], id);
+  EXPECT_EQ(json::parse(r.out)["timeout_seconds"], 300);
+  EXPECT_EQ(json::parse(r.out)["script_name"], "analyze.sh");
+
   // The offline analysis of the artifact appeared by itself and finishes.
   std::string offline_id;
   auto deadline = std::chrono::steady_clock::now() + 60s;

@@ -232,6 +232,42 @@ TEST_F(CommandsTest, CreateSendsTheImageAndTheTimeLimit) {
   EXPECT_EQ(server_.CountRequests("POST"), posts) << "refused before sending";
 }
 
+TEST_F(CommandsTest, RerunSendsOnlyTheChangesAndWaitsLikeCreate) {
+  server_.AddAnalysis("0193a5c2-0003-7000-8000-000000000003", "failed");
+  auto r = cli_.Run({"analysis", "rerun", "0193a5c2-0003-7000-8000-000000000003"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out, "0193a5c2-0000-7000-8000-000000000001\n");
+  EXPECT_NE(r.err.find("re-runs 0193a5c2-0003-7000-8000-000000000003"), std::string::npos) << r.err;
+  EXPECT_EQ(server_.last_rerun_body, json::object()) << "nothing changed, nothing sent";
+  EXPECT_EQ(server_.CountRequests("POST /v1/analyses/0193a5c2-0003-7000-8000-000000000003:rerun"), 1);
+
+  r = cli_.Run({"analysis", "rerun", "0193a5c2-0003-7000-8000-000000000003", "--memory-limit", "8Gi", "--image",
+                "img:2", "--timeout", "2h", "--name", "again", "-o", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["analysis_id"], "0193a5c2-0000-7000-8000-000000000002");
+  EXPECT_EQ(server_.last_rerun_body,
+            (json{{"resource_override", {{"memory_limit", "8Gi"}}}, {"image", "img:2"}, {"timeout_seconds", 7200},
+                  {"name", "again"}}));
+
+  // Bad flags are refused before anything is sent; an unknown id is the server's 404, explained.
+  const int posts = server_.CountRequests("POST");
+  r = cli_.Run({"analysis", "rerun", "0193a5c2-0003-7000-8000-000000000003", "--memory-limit", "lots"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("--memory-limit"), std::string::npos) << r.err;
+  r = cli_.Run({"analysis", "rerun", "0193a5c2-0003-7000-8000-000000000003", "--wait-timeout", "1m"});
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_EQ(server_.CountRequests("POST"), posts);
+  r = cli_.Run({"analysis", "rerun", "0193a5c2-0009-7000-8000-000000000009"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("falcon analysis list"), std::string::npos) << r.err;
+
+  // --wait follows the new analysis to its end, with create's exit codes.
+  server_.status_script["0193a5c2-0000-7000-8000-000000000003"] = {"running", "succeeded"};
+  r = cli_.Run({"analysis", "rerun", "0193a5c2-0003-7000-8000-000000000003", "--wait"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("succeeded"), std::string::npos) << r.err;
+}
+
 TEST_F(CommandsTest, CreateWithPluginAndJsonOutput) {
   auto r = cli_.Run({"analysis", "create", "--exp-id", "exp-1", "--plugin", "file-stats", "-o", "json"});
   ASSERT_EQ(r.code, 0) << r.err;
@@ -524,7 +560,7 @@ TEST_F(CommandsTest, ConflictingFlagsAreRefused) {
 
 TEST_F(CommandsTest, EveryCommandHasHelpWithExamples) {
   for (const auto& cmd : std::vector<std::vector<std::string>>{
-           {}, {"analysis"}, {"analysis", "create"}, {"analysis", "get"}, {"analysis", "list"},
+           {}, {"analysis"}, {"analysis", "create"}, {"analysis", "rerun"}, {"analysis", "get"}, {"analysis", "list"},
            {"analysis", "cancel"}, {"analysis", "delete"}, {"analysis", "logs"}, {"analysis", "results"},
            {"analysis", "wait"}, {"plugin", "list"}, {"plugin", "get"}, {"exp", "create"}, {"exp", "get"},
            {"exp", "add-artifact"}, {"exp", "complete"}, {"exp", "list"}, {"whoami"}, {"token"},

@@ -218,6 +218,22 @@ void FakeApiServer::Routes() {
     }
     res.set_content(a->dump(), "application/json");
   });
+  server_.Post(R"(/v1/analyses/([^/:]+):rerun)", [this](const httplib::Request& req, httplib::Response& res) {
+    auto body = json::parse(req.body.empty() ? "{}" : req.body, nullptr, false);
+    if (!body.is_object()) return Error(res, 400, "INVALID_ARGUMENT", "malformed JSON body");
+    std::lock_guard<std::mutex> l(mu);
+    last_rerun_body = body;
+    json* old = FindAnalysis(req.matches[1]);
+    if (!old) return Error(res, 404, "NOT_FOUND", "analysis " + std::string(req.matches[1]) + " not found");
+    char id[64];
+    std::snprintf(id, sizeof(id), "0193a5c2-0000-7000-8000-%012d", next_id++);
+    json copy = *old;
+    json& a = AddAnalysis(id, "pending", copy["exp_id"]);
+    a["name"] = body.value("name", copy.value("name", ""));
+    a["rerun_of"] = req.matches[1].str();
+    res.status = 201;
+    res.set_content(json{{"analysis_id", id}, {"rerun_of", req.matches[1].str()}}.dump(), "application/json");
+  });
   server_.Post(R"(/v1/analyses/([^/:]+):cancel)", [this](const httplib::Request& req, httplib::Response& res) {
     std::lock_guard<std::mutex> l(mu);
     json* a = FindAnalysis(req.matches[1]);

@@ -45,6 +45,7 @@ class FakeApiServer {
   // Requests seen: "METHOD /path?query".
   std::vector<std::string> requests;
   json last_create_body;
+  json last_rerun_body;
   int next_id = 1;
 
   // Helpers for tests.
