@@ -274,7 +274,19 @@ absl::Status FromJsonAt(const json& j, Message* message, const std::string& pref
       if (options.null_is_unset) continue;
       return absl::InvalidArgumentError("field \"" + path + "\" is null; leave it out to use its default");
     }
-    if (f->is_repeated()) {
+    if (f->is_map()) {
+      if (!value.is_object()) return TypeError(path, "an object");
+      message->GetReflection()->ClearField(message, f);
+      const FieldDescriptor* key_field = f->message_type()->map_key();
+      const FieldDescriptor* value_field = f->message_type()->map_value();
+      for (const auto& [k, v] : value.items()) {
+        if (v.is_null()) return absl::InvalidArgumentError("field \"" + path + "." + k + "\" is null");
+        Message* entry = message->GetReflection()->AddMessage(message, f);
+        auto s = SingleFromJson(json(k), key_field, path, entry, options);
+        if (s.ok()) s = SingleFromJson(v, value_field, path + "." + k, entry, options);
+        if (!s.ok()) return s;
+      }
+    } else if (f->is_repeated()) {
       if (!value.is_array()) return TypeError(path, "an array");
       message->GetReflection()->ClearField(message, f);
       for (const auto& item : value) {
@@ -330,7 +342,20 @@ json ToJson(const Message& message) {
   const Reflection* r = message.GetReflection();
   for (int i = 0; i < d->field_count(); ++i) {
     const FieldDescriptor* f = d->field(i);
-    if (f->is_repeated()) {
+    if (f->is_map()) {
+      // A proto map is a JSON object (the canonical proto3 mapping), never a list of entries.
+      json obj = json::object();
+      const FieldDescriptor* key = f->message_type()->map_key();
+      const FieldDescriptor* value = f->message_type()->map_value();
+      int n = r->FieldSize(message, f);
+      for (int k = 0; k < n; ++k) {
+        const Message& entry = r->GetRepeatedMessage(message, f, k);
+        json k_json = SingleToJson(entry, key, 0);
+        std::string k_str = k_json.is_string() ? k_json.get<std::string>() : k_json.dump();
+        obj[k_str] = SingleToJson(entry, value, 0);
+      }
+      out[f->name()] = std::move(obj);
+    } else if (f->is_repeated()) {
       json arr = json::array();
       int n = r->FieldSize(message, f);
       for (int k = 0; k < n; ++k) arr.push_back(SingleToJson(message, f, k));

@@ -85,6 +85,24 @@ TEST(ApiserverJsonCodec, NestedMessagesAndRepeatedFields) {
   EXPECT_EQ(j["timeout_seconds"], 600);
 }
 
+TEST(ApiserverJsonCodec, MapsAreObjectsBothWays) {
+  api::v1::Plugin p;
+  EXPECT_EQ(ToJson(p)["node_selector"], json::object());  // empty: {}, never []
+  (*p.mutable_node_selector())["pool"] = "tpu";
+  (*p.mutable_node_selector())["zone"] = "b";
+  json j = ToJson(p);
+  EXPECT_EQ(j["node_selector"], json::parse(R"({"pool":"tpu","zone":"b"})"));
+
+  api::v1::Plugin back;
+  auto s = FromJson(j, &back);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(back.node_selector().at("pool"), "tpu");
+  EXPECT_EQ(back.node_selector().size(), 2u);
+  s = FromJson(json::parse(R"({"node_selector":["pool"]})"), &back);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(std::string(s.message()).find("must be an object"), std::string::npos) << s;
+}
+
 TEST(ApiserverJsonCodec, MalformedBodyNamesThePosition) {
   auto j = ParseJsonObject(R"({"name": "x",})");
   ASSERT_FALSE(j.ok());
