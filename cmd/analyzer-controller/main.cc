@@ -19,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "auth/token_secret.h"
 #include "common/clock.h"
+#include "common/grpc_keepalive.h"
 #include "common/grpc_limits.h"
 #include "common/listen_address.h"
 #include "common/quantity.h"
@@ -532,6 +533,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(service.get());
   builder.SetMaxReceiveMessageSize(falcon::kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(falcon::kMaxGrpcMessageBytes);
+  falcon::ApplyGrpcServerKeepalive(builder);  // docs/http-api.md "gRPC FalconAPIService"
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || grpc_port == 0) return Fail("cannot listen on --grpc-listen=" + f.grpc_listen + " (in use?)");
   auto health = falcon::controller::StartHealthServer(f.http_listen, controller, metrics);

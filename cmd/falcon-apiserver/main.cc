@@ -24,6 +24,7 @@
 #include "apiserver/options.h"
 #include "apiserver/service.h"
 #include "common/clock.h"
+#include "common/grpc_keepalive.h"
 #include "common/grpc_limits.h"
 #include "common/logging.h"
 #include "common/version.h"
@@ -57,6 +58,9 @@ int main(int argc, char** argv) {
   std::string log_level = "info";
   std::string log_format = "text";
   int http_threads = 16;
+  double http_read_timeout = 10;
+  double http_idle_timeout = 15;
+  int http_max_connections = 512;
   double controller_retry_seconds = 20;  // longer than the controllers' Lease (15 s): rides a failover
   double drain_seconds = 20;
   app.add_option("--db", db_url, "database: sqlite:///PATH (embedded) or mysql://user:pass@host:port/db")
@@ -89,6 +93,23 @@ int main(int argc, char** argv) {
   app.add_option("--http-threads", http_threads, "HTTP worker threads")
       ->envname("FALCON_HTTP_THREADS")
       ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  // Per-client limits (docs/http-api.md "Per-client limits").
+  app.add_option("--http-read-timeout", http_read_timeout,
+                 "seconds: a request's head must arrive within this, and each read of its body waits at most "
+                 "this (408, or the connection is closed)")
+      ->envname("FALCON_HTTP_READ_TIMEOUT")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  app.add_option("--http-idle-timeout", http_idle_timeout,
+                 "seconds a kept-alive HTTP connection may wait for its next request")
+      ->envname("FALCON_HTTP_IDLE_TIMEOUT")
+      ->check(CLI::Range(0.1, 3600.0))
+      ->capture_default_str();
+  app.add_option("--http-max-connections", http_max_connections,
+                 "open HTTP connections at most; a connection over it gets 503 at once")
+      ->envname("FALCON_HTTP_MAX_CONNECTIONS")
+      ->check(CLI::Range(1, 1'000'000))
       ->capture_default_str();
   app.add_option("--controller-retry-seconds", controller_retry_seconds,
                  "how long a forwarded call retries while no controller replica accepts it")
@@ -333,6 +354,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&service);
   builder.SetMaxReceiveMessageSize(falcon::kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(falcon::kMaxGrpcMessageBytes);
+  falcon::ApplyGrpcServerKeepalive(builder);  // docs/http-api.md "gRPC FalconAPIService"
   std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
   if (!grpc_server || grpc_bound == 0) {
     return Fail("--grpc-listen: cannot listen on " + grpc_listen + " (address in use or not local?)");
@@ -340,6 +362,9 @@ int main(int argc, char** argv) {
 
   falcon::apiserver::HttpServerOptions http_options;
   http_options.threads = http_threads;
+  http_options.limits.read_timeout = std::chrono::milliseconds(static_cast<int64_t>(http_read_timeout * 1000));
+  http_options.limits.idle_timeout = std::chrono::milliseconds(static_cast<int64_t>(http_idle_timeout * 1000));
+  http_options.limits.max_connections = http_max_connections;
   http_options.tls = tls_cert.get();
   falcon::apiserver::HttpServer http(api, metrics, http_options);
   auto http_bound = http.Bind(http_host, http_port);

@@ -18,14 +18,29 @@
 //     client still sending receives the answer instead of a reset.
 //   - With TLS (set_tls), the worker does the handshake first with the certificate in use at that moment, and
 //     the same Stream reads and writes through OpenSSL; a client that does not speak TLS is dropped.
+//   - Per-client limits (ConnectionLimits): cpp-httplib's accept loop hands each connection to our queue
+//     (an inline TaskQueue: process_and_close_socket runs on the accept thread and only decides where the
+//     connection goes). Over max_connections open connections, a new one gets an immediate 503 naming the
+//     limit and is closed. A plaintext connection first waits in one poll(2) thread (HeadWaiter) until its
+//     request head has arrived — within read_timeout, else 408 and closed — so a client that sends slowly
+//     holds no worker. A complete head of GET/HEAD /healthz or /readyz without a body goes to a small pool of
+//     its own (kProbeThreads), every other to the worker pool. Once answered, a kept-alive connection goes
+//     back to the HeadWaiter: it may stay idle for idle_timeout, and its next head must arrive within
+//     read_timeout of its first byte. Each read of a body waits at most read_timeout. With TLS, the
+//     handshake and the whole connection are on one worker (the head's deadline and the timeouts still
+//     apply, but slow TLS clients do hold workers while they last).
 // Thread-safety: one connection is served by one worker thread; BodyReader::Current() is that thread's.
 #pragma once
 
 #include <httplib.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "absl/status/status.h"
@@ -40,6 +55,22 @@ namespace falcon::apiserver {
 inline constexpr size_t kDrainBytes = 64 * 1024;
 
 class HttpConnection;
+class HeadWaiter;
+
+// How long a client may take, and how many connections may be open at once.
+struct ConnectionLimits {
+  // The request head (request line and headers) must have arrived this long after the connection was
+  // accepted, or after the first byte of a kept-alive connection's next request; each read of a body waits
+  // at most this long.
+  std::chrono::milliseconds read_timeout{10'000};
+  // A kept-alive connection waits this long for the first byte of its next request, then is closed.
+  std::chrono::milliseconds idle_timeout{15'000};
+  // Open connections (waiting for their head, queued or being served); a connection over it gets 503.
+  int max_connections = 512;
+};
+
+// Threads that serve /healthz and /readyz, apart from the request workers.
+inline constexpr int kProbeThreads = 2;
 
 // The body of the request being served on this thread.
 class BodyReader {
@@ -74,6 +105,8 @@ class BodyReader {
   explicit BodyReader(HttpConnection& conn) : conn_(conn) {}
   void Begin(const httplib::Request& req);
   absl::Status ReadChunked(size_t limit, const std::function<bool(const char*, size_t)>& sink);
+  // The error for a body that ended early (400) or stopped arriving (408, naming --http-read-timeout).
+  absl::Status BodyCutShort(const std::string& what) const;
 
   HttpConnection& conn_;
   bool active_ = false;
@@ -88,6 +121,12 @@ class BodyReader {
 class HttpConnectionServer : public httplib::Server {
  public:
   HttpConnectionServer();
+  ~HttpConnectionServer() override;
+  // Before Bind: the limits and the number of request workers.
+  void set_limits(const ConnectionLimits& limits, int worker_threads);
+  const ConnectionLimits& limits() const { return limits_; }
+  // Connections open now (for tests and metrics). Thread-safe.
+  int open_connections() const { return open_.load(); }
   // Called at the start of each request with its reader: sets up BodyReader::Current(). Used by the
   // pre-routing handler; exposed for it only.
   static void BeginRequest(const httplib::Request& req);
@@ -98,6 +137,8 @@ class HttpConnectionServer : public httplib::Server {
   // Closes the connection of this thread's request after its response (with "Connection: close"), also for
   // requests cpp-httplib refused before any handler ran (malformed request line or headers, URI too long).
   static void CloseCurrentConnection();
+  // Whether this thread's request head missed its deadline (read_timeout): cpp-httplib then answers 400.
+  static bool CurrentHeadTimedOut();
   // The identity of the verified client certificate of this thread's connection (TLS with a client CA):
   // null when none was presented; an error when it names nobody (no CN).
   static const absl::StatusOr<auth::Principal>* PeerCertificate();
@@ -109,8 +150,33 @@ class HttpConnectionServer : public httplib::Server {
   bool tls_enabled() const;
 
  private:
+  friend class HeadWaiter;
+  class InlineQueue;
+  // Called on the accept thread (through InlineQueue): admits the connection or refuses it with 503.
   bool process_and_close_socket(socket_t sock) override;
+  // Serves the connection on this (pool) thread: `head` holds bytes already read from it; at most
+  // `max_requests` requests. Closes the socket and releases its slot, or (plaintext, kept alive) hands it
+  // back to the HeadWaiter.
+  void Serve(socket_t sock, std::string head, size_t max_requests);
+  // A head arrived in the HeadWaiter: to the probe pool or the workers; `max_requests` left on it.
+  void Dispatch(socket_t sock, std::string head, size_t max_requests);
+  // Closes a connection that is not being served and releases its slot.
+  void Release(socket_t sock);
+  // A kept-alive plaintext connection, answered, goes back to the HeadWaiter (closed when stopping).
+  void HandBack(socket_t sock, size_t max_requests);
+  // Starts the pools and the head waiter (first connection), and stops them (end of listen).
+  void StartPools();
+  void StopPools();
+
   tls::ServerCertificate* tls_ = nullptr;
+  ConnectionLimits limits_;
+  int worker_threads_ = 16;
+  std::atomic<int> open_{0};
+  std::mutex hand_back_mu_;
+  std::atomic<bool> stopping_{false};  // written under hand_back_mu_, so HandBack never races StopPools
+  std::unique_ptr<httplib::ThreadPool> workers_;
+  std::unique_ptr<httplib::ThreadPool> probes_;
+  std::unique_ptr<HeadWaiter> waiter_;
 };
 
 }  // namespace falcon::apiserver

@@ -93,10 +93,8 @@ void HttpServer::Setup() {
     spdlog::error("{}", std::string(doc.status().message()));
   }
   server_->set_tls(options_.tls);
-  int threads = options_.threads;
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server_->set_limits(options_.limits, options_.threads);
   server_->set_keep_alive_max_count(1000);
-  server_->set_keep_alive_timeout(5);
   // cpp-httplib writes headers and body separately; without TCP_NODELAY, Nagle's algorithm and delayed
   // ACKs add ~40 ms to every keep-alive response (measured with bench/apiserver_bench.sh).
   server_->set_tcp_nodelay(true);
@@ -110,7 +108,7 @@ void HttpServer::Setup() {
   });
   // Errors cpp-httplib answers itself, before any handler ran: the request's body (if any) was not read, so
   // the connection is closed after the answer.
-  server_->set_error_handler(httplib::Server::HandlerWithResponse([](const Request& req, Response& res) {
+  server_->set_error_handler(httplib::Server::HandlerWithResponse([this](const Request& req, Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // ours, already JSON
     absl::Status s;
     switch (res.status) {
@@ -124,6 +122,13 @@ void HttpServer::Setup() {
         s = api::WithHttpStatus(absl::InvalidArgumentError("the Range header is malformed"), 416);
         break;
       case 400:
+        if (HttpConnectionServer::CurrentHeadTimedOut()) {
+          s = api::WithHttpStatus(absl::DeadlineExceededError(absl::StrCat(
+                                      "the request head did not arrive within the read timeout of ",
+                                      options_.limits.read_timeout.count() / 1000.0, " s (--http-read-timeout)")),
+                                  408);
+          break;
+        }
         s = absl::InvalidArgumentError(
             "malformed HTTP request (request line, method or headers; headers are limited to " +
             std::to_string(CPPHTTPLIB_HEADER_MAX_LENGTH) + " bytes each)");

@@ -9,6 +9,8 @@
 //   - Errors are {"error": {"code": "NOT_FOUND", "message": "..."}} with the HTTP status of
 //     api::HttpStatusOf; this includes errors cpp-httplib produces itself (malformed request, URI too long).
 //   - Every request is counted in Metrics by route template, method and status, with its latency.
+//   - Per-client limits (HttpServerOptions::limits): a client that sends slowly holds no worker while its
+//     request head arrives, probes have threads of their own, and connections are capped (503 over it).
 // Thread-safe: requests are served by a pool of `threads` workers.
 #pragma once
 
@@ -19,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "apiserver/controller_client.h"
+#include "apiserver/http_connection.h"
 #include "apiserver/http_router.h"
 #include "apiserver/metrics.h"
 #include "apiserver/service.h"
@@ -36,6 +39,9 @@ inline constexpr size_t kDefaultMaxBodyBytes = 2 * 1024 * 1024 + 64 * 1024;  // 
 struct HttpServerOptions {
   size_t max_body_bytes = kDefaultMaxBodyBytes;
   int threads = 16;
+  // Read and idle timeouts and the connection cap (http_connection.h); /healthz and /readyz are served by
+  // threads of their own, apart from `threads`.
+  ConnectionLimits limits;
   // HTTPS with this certificate (reloaded as it says; must outlive the server); null: plain HTTP.
   tls::ServerCertificate* tls = nullptr;
 };
