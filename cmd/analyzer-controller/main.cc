@@ -73,6 +73,7 @@ struct Flags {
   double backoff_base = 0.5;
   double backoff_max = 60;
   int max_create_attempts = 5;
+  int infra_retries = 0;
   double pod_start_timeout = 300;
   int64_t default_timeout = 3600;
   int delete_grace = 10;
@@ -297,6 +298,13 @@ int main(int argc, char** argv) {
   app.add_option("--backoff-base", f.backoff_base, "seconds, first retry delay")->capture_default_str()->check(CLI::Range(0.001, 3600.0));
   app.add_option("--backoff-max", f.backoff_max, "seconds, retry delay cap")->capture_default_str()->check(CLI::Range(0.001, 86400.0));
   app.add_option("--max-create-attempts", f.max_create_attempts, "Pod (re)creation attempts before FAILED")->capture_default_str()->check(CLI::Range(1, 1000));
+  app.add_option("--infra-retries", f.infra_retries,
+                 "times an analysis runs again after an infrastructure failure (Pod evicted, deleted by someone "
+                 "else, node lost, image not pulled; never a script's own exit), for plugins whose catalog "
+                 "entry sets no infra_retries and for commands")
+      ->envname("FALCON_INFRA_RETRIES")
+      ->capture_default_str()
+      ->check(CLI::Range(0, falcon::controller::kMaxInfraRetries));
   app.add_option("--pod-start-timeout", f.pod_start_timeout, "seconds a Pod may stay Pending")->capture_default_str()->check(CLI::Range(1.0, 86400.0));
   app.add_option("--default-timeout", f.default_timeout, "seconds a command without a plugin may run")->capture_default_str()->check(CLI::Range(1, 604800));
   app.add_option("--delete-grace", f.delete_grace, "seconds between SIGTERM and SIGKILL on delete/cancel")->capture_default_str()->check(CLI::Range(0, 3600));
@@ -388,6 +396,7 @@ int main(int argc, char** argv) {
   cfg.backoff_base = Ms(f.backoff_base);
   cfg.backoff_max = Ms(f.backoff_max);
   cfg.max_create_attempts = f.max_create_attempts;
+  cfg.infra_retries = f.infra_retries;
   cfg.pod_start_timeout = Ms(f.pod_start_timeout);
   cfg.default_timeout_seconds = f.default_timeout;
   cfg.delete_grace_seconds = f.delete_grace;
@@ -444,6 +453,7 @@ int main(int argc, char** argv) {
 
   auto catalog = falcon::controller::PluginCatalog::Load(f.plugin_catalog);
   if (!catalog.ok()) return Fail(std::string(catalog.status().message()));
+  catalog->DefaultInfraRetries(f.infra_retries);
   for (const auto& p : catalog->plugins()) {
     // A catalog image is checked like a request's; on the local runtime a plugin's image is not used.
     if (f.runtime == "kubernetes") {

@@ -350,7 +350,7 @@ absl::Status ValidateNewRecord(const v1::AnalysisRecord& r) {
 absl::Status ValidateRecordUpdate(const v1::AnalysisRecord& record, const std::vector<std::string>& paths) {
   if (paths.empty()) {
     return absl::InvalidArgumentError(
-        "update_mask must name at least one field (name, status, error_message, result_gcs_path)");
+        "update_mask must name at least one field (name, status, error_message, result_gcs_path, infra_retries)");
   }
   for (const std::string& p : paths) {
     bool known = false;
@@ -358,7 +358,11 @@ absl::Status ValidateRecordUpdate(const v1::AnalysisRecord& record, const std::v
     if (!known) {
       return absl::InvalidArgumentError("update_mask path \"" + p +
                                         "\" is not updatable; accepted paths: name, status, "
-                                        "error_message, result_gcs_path");
+                                        "error_message, result_gcs_path, infra_retries");
+    }
+    if (p == "infra_retries" && (record.infra_retries() < 0 || record.infra_retries() > 1000)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("record.infra_retries ", record.infra_retries(), " must be between 0 and 1000"));
     }
     if (p == "status") {
       if (record.status() == v1::ANALYSIS_STATUS_UNSPECIFIED) {

@@ -88,7 +88,8 @@ absl::Status ValidateNewRecord(const v1::AnalysisRecord& record);
 absl::Status ValidateRunOptions(const v1::Resources& resources, const std::string& image, int64_t timeout_seconds,
                                 const std::string& rerun_of, const std::string& prefix);
 // gRPC UpdateAnalysisRecord: the mask paths are updatable, and each named field is valid.
-inline constexpr const char* kUpdatablePaths[] = {"name", "status", "error_message", "result_gcs_path"};
+inline constexpr const char* kUpdatablePaths[] = {"name", "status", "error_message", "result_gcs_path",
+                                                   "infra_retries"};
 absl::Status ValidateRecordUpdate(const v1::AnalysisRecord& record, const std::vector<std::string>& paths);
 
 // Query parameters. A parameter given with an empty value ("?status=") is refused like any other malformed

@@ -207,6 +207,7 @@ int Get(Context& ctx, const AnalysisOptions& o) {
   }
   auto s = [&](const char* k) { return StringField(a, k); };
   const int64_t timeout = a["timeout_seconds"].get<int64_t>();
+  const int64_t retries = a["infra_retries"].get<int64_t>();
   std::string resources;
   for (const auto& [k, v] : a["resource_override"].items()) {
     absl::StrAppend(&resources, resources.empty() ? "" : " ", k, "=", v.get<std::string>());
@@ -221,6 +222,7 @@ int Get(Context& ctx, const AnalysisOptions& o) {
       {"Timeout", timeout > 0 ? HumanDuration(std::chrono::seconds(timeout)) : ""},
       {"Resources", resources},
       {"Rerun of", s("rerun_of")},
+      {"Retries", retries > 0 ? absl::StrCat(retries, " (after infrastructure failures)") : ""},
       {"Error", Str(*rec, "error_message")},
       {"Created", a["created_at"].is_string() ? s("created_at") + " (" + ctx.Age(*rec, "created_at") + " ago)" : ""},
       {"Updated", a["updated_at"].is_string() ? s("updated_at") : ""},

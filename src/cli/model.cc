@@ -145,6 +145,7 @@ ordered_json AnalysisJson(const nlohmann::json& r) {
   }
   o["resource_override"] = std::move(res);
   o["rerun_of"] = rec.rerun_of();
+  o["infra_retries"] = rec.infra_retries();
   return o;
 }
 

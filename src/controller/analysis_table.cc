@@ -18,6 +18,7 @@ void AnalysisTable::ClearAttempts(const std::string& id) {
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
   it->second.recreate = false;
+  it->second.retrying = false;
   it->second.create_attempts = 0;
 }
 

@@ -15,6 +15,10 @@
 //    table does not grow with the history of analyses.
 //  - `recreate` is set only by recovery, for a RUNNING record whose Pod is missing; it is cleared when the
 //    Pod is created, and when the analysis becomes terminal.
+//  - `retrying` is set only by an infrastructure retry (the record counts it already): the old Pod is
+//    deleted and, once it is gone, a new one is created; cleared with `recreate`. A replica that never
+//    saw it set treats a Pod being deleted as deleted by someone else (one more retry, still bounded by
+//    the record's count).
 //  - `create_attempts` counts failed Pod creations since the last success; reset on success and terminal.
 //  - `log_finalized` is set only for a terminal record whose Pod has finished and whose output.log is
 //    stored; while set, resync ignores the finished Pod until its retention has passed.
@@ -45,6 +49,7 @@ struct AnalysisState {
   bool override_known = false;
   std::optional<RunOverride> override;
   bool recreate = false;
+  bool retrying = false;
   int create_attempts = 0;
   bool log_finalized = false;
   bool deleting = false;
@@ -64,7 +69,8 @@ class AnalysisTable {
     return std::forward<Fn>(fn)(entries_[id]);
   }
 
-  // The analysis is terminal now: clears its attempt state (recreate, create_attempts), keeps the rest.
+  // The analysis is terminal now, or its Pod was created: clears its attempt state (recreate, retrying,
+  // create_attempts), keeps the rest.
   // No-op if absent.
   void ClearAttempts(const std::string& id);
   // Drops the entry of `id` (record gone, or terminal with no Pod left).

@@ -184,7 +184,7 @@ absl::StatusOr<PluginCatalog> PluginCatalog::Parse(const std::string& yaml, cons
       "name",           "description",         "artifact_types",   "command",
       "resources",      "timeout_seconds",     "image",            "node_selector",
       "nodeSelector",   "tolerations",         "priority_class_name", "priorityClassName",
-      "service_account_name", "serviceAccountName"};
+      "service_account_name", "serviceAccountName", "infra_retries"};
   static const std::set<std::string> kResourceKeys = {"cpu_request", "cpu_limit", "memory_request",
                                                       "memory_limit"};
   PluginCatalog cat;
@@ -198,7 +198,7 @@ absl::StatusOr<PluginCatalog> PluginCatalog::Parse(const std::string& yaml, cons
                       absl::StrCat("unknown key '", key,
                                    "' (expected name, description, artifact_types, command, "
                                    "resources, timeout_seconds, image, node_selector, tolerations, "
-                                   "priority_class_name, service_account_name)"));
+                                   "priority_class_name, service_account_name, infra_retries)"));
       }
       for (const auto& [snake, camel] : {std::pair{"node_selector", "nodeSelector"},
                                          std::pair{"priority_class_name", "priorityClassName"},
@@ -284,6 +284,18 @@ absl::StatusOr<PluginCatalog> PluginCatalog::Parse(const std::string& yaml, cons
       if (secs <= 0) return err.At(t.Mark(), "'timeout_seconds' must be greater than 0");
       plugin.set_timeout_seconds(secs);
     }
+    if (const YAML::Node n = p["infra_retries"]) {
+      int64_t retries = -1;
+      try {
+        retries = n.as<int64_t>();
+      } catch (const YAML::Exception&) {
+      }
+      if (retries < 0 || retries > kMaxInfraRetries) {
+        return err.At(n.Mark(), absl::StrCat("'infra_retries' must be a whole number from 0 to ",
+                                             kMaxInfraRetries, ", got '", n.Scalar(), "'"));
+      }
+      plugin.set_infra_retries(static_cast<int32_t>(retries));
+    }
     if (const YAML::Node img = p["image"]) {
       FALCON_ASSIGN_OR_RETURN(std::string image, Scalar(img, "image", err));
       if (!ImageRefOk(image)) {
@@ -325,6 +337,12 @@ absl::StatusOr<PluginCatalog> PluginCatalog::Parse(const std::string& yaml, cons
     cat.plugins_.push_back(std::move(plugin));
   }
   return cat;
+}
+
+void PluginCatalog::DefaultInfraRetries(int n) {
+  for (api::v1::Plugin& p : plugins_) {
+    if (!p.has_infra_retries()) p.set_infra_retries(n);
+  }
 }
 
 absl::StatusOr<PluginCatalog> PluginCatalog::Load(const std::string& path) {

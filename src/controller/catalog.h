@@ -16,6 +16,8 @@
 //       tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
 //       priority_class_name: analysis-heavy
 //       service_account_name: falcon-analysis-gpu   # its token is never mounted
+//       infra_retries: 2                  # optional, 0-10: runs again after an infrastructure failure
+//                                         # (default: the deployment's --infra-retries)
 #pragma once
 
 #include <map>
@@ -26,6 +28,9 @@
 #include "falcon/api/v1/types.pb.h"
 
 namespace falcon::controller {
+
+// The most infrastructure retries one analysis may get (a plugin's infra_retries, --infra-retries).
+inline constexpr int kMaxInfraRetries = 10;
 
 class PluginCatalog {
  public:
@@ -39,6 +44,9 @@ class PluginCatalog {
   const api::v1::Plugin* Find(const std::string& name) const;
   // The plugin that handles an artifact type; nullptr if none.
   const api::v1::Plugin* ForArtifactType(const std::string& type) const;
+  // Before use (not thread-safe): plugins whose entry sets no infra_retries get `n`, so the catalog holds
+  // (and serves) the value in force.
+  void DefaultInfraRetries(int n);
 
  private:
   std::vector<api::v1::Plugin> plugins_;

@@ -104,6 +104,9 @@ TEST(CatalogTest, BadFilesNameTheLineAndWhatToFix) {
        "unknown toleration field 'colour'"},
       {"plugins:\n  - name: a\n    command: a\n    priority_class_name: Heavy_Class\n", 4, "DNS subdomain"},
       {"plugins:\n  - name: a\n    command: a\n    serviceAccountName: '-sa'\n", 4, "DNS subdomain"},
+      {"plugins:\n  - name: a\n    command: a\n    infra_retries: 11\n", 4, "from 0 to 10, got '11'"},
+      {"plugins:\n  - name: a\n    command: a\n    infra_retries: -1\n", 4, "'infra_retries' must be"},
+      {"plugins:\n  - name: a\n    command: a\n    infra_retries: often\n", 4, "got 'often'"},
   };
   for (const auto& c : cases) {
     absl::Status s = ParseError(c.yaml);

@@ -37,6 +37,10 @@ struct ControllerConfig {
   std::chrono::milliseconds backoff_max{std::chrono::seconds(60)};
   // Pod creation / recreation attempts before the analysis is FAILED with the last error.
   int max_create_attempts = 5;
+  // Times an analysis without a plugin (a command) runs again after an infrastructure failure (its Pod
+  // evicted, deleted by someone else, lost with its node, its image not pulled); a plugin's own is its
+  // catalog infra_retries (which defaults to this). Never for a script's own exit. 0: never.
+  int infra_retries = 0;
   // A Pod still Pending after this long is deleted and its analysis FAILED.
   std::chrono::milliseconds pod_start_timeout{std::chrono::seconds(300)};
   // active_deadline_seconds for a command with no plugin (plugins carry their own timeout).

@@ -243,6 +243,107 @@ TEST_F(ControllerTest, PodBeingDeletedByAnotherCountsAsDeletedExternally) {
   EXPECT_EQ(api_.Record(id).error_message(), "pod deleted externally");
 }
 
+// Infrastructure retries (--infra-retries, a plugin's infra_retries): an evicted Pod, one deleted by
+// someone else, one whose image did not pull, runs again in a new Pod, counted in the record first; a
+// script's own exit never; once the limit is used the analysis fails saying so.
+TEST_F(ControllerTest, InfrastructureFailuresRunAgainUpToTheLimitAndAScriptsExitNever) {
+  config_.infra_retries = 2;
+  NewController();
+  std::string id = Online("sleep 5");
+  Peer().DrainQueue();
+  ASSERT_EQ(rt_.creates(Pod(id)), 1);
+  rt_.SetPhase(Pod(id), PodPhase::kRunning);
+  rt_.SetPhase(Pod(id), PodPhase::kFailed, 137, "Evicted");
+  Peer().DrainQueue();
+  auto rec = api_.Record(id);
+  EXPECT_EQ(rec.status(), ANALYSIS_STATUS_RUNNING);
+  EXPECT_EQ(rec.infra_retries(), 1);
+  EXPECT_TRUE(absl::StrContains(rec.error_message(), "retry 1 of 2")) << rec.error_message();
+  EXPECT_TRUE(absl::StrContains(rec.error_message(), "Evicted")) << rec.error_message();
+  EXPECT_EQ(rt_.creates(Pod(id)), 2) << "a new Pod once the old one is gone";
+  EXPECT_TRUE(absl::StrContains(metrics_.RenderPrometheus(),
+                                "falcon_controller_infra_retries_total{reason=\"Evicted\"} 1"));
+
+  // Deleted by someone else (a node drain): the second and last retry.
+  rt_.SetPhase(Pod(id), PodPhase::kRunning);
+  rt_.MarkDeleting(Pod(id));
+  Peer().DrainQueue();
+  EXPECT_EQ(api_.Record(id).infra_retries(), 2);
+  rt_.RemoveExternally(Pod(id));
+  Peer().DrainQueue();
+  EXPECT_EQ(rt_.creates(Pod(id)), 3);
+  EXPECT_EQ(Status(id), ANALYSIS_STATUS_RUNNING);
+
+  // No retry left: FAILED, saying how many it had.
+  rt_.SetPhase(Pod(id), PodPhase::kRunning);
+  rt_.SetPhase(Pod(id), PodPhase::kFailed, 137, "Evicted");
+  Peer().DrainQueue();
+  rec = api_.Record(id);
+  EXPECT_EQ(rec.status(), ANALYSIS_STATUS_FAILED);
+  EXPECT_TRUE(absl::StrContains(rec.error_message(), "Evicted")) << rec.error_message();
+  EXPECT_TRUE(absl::StrContains(rec.error_message(), "(after 2 infrastructure retries)")) << rec.error_message();
+  EXPECT_EQ(rt_.creates(Pod(id)), 3);
+
+  // A script's own failure is never retried, whatever the limit.
+  std::string own = Online("exit 3");
+  Peer().DrainQueue();
+  rt_.SetPhase(Pod(own), PodPhase::kRunning);
+  rt_.SetPhase(Pod(own), PodPhase::kFailed, 3, "Error");
+  Peer().DrainQueue();
+  EXPECT_EQ(Status(own), ANALYSIS_STATUS_FAILED);
+  EXPECT_EQ(api_.Record(own).infra_retries(), 0);
+  EXPECT_EQ(rt_.creates(Pod(own)), 1);
+  std::string oom = Online("python3 big.py");
+  Peer().DrainQueue();
+  rt_.SetPhase(Pod(oom), PodPhase::kRunning);
+  rt_.SetPhase(Pod(oom), PodPhase::kFailed, 137, "OOMKilled");
+  Peer().DrainQueue();
+  EXPECT_EQ(Status(oom), ANALYSIS_STATUS_FAILED) << "out of its own memory limit: the script's doing";
+  EXPECT_EQ(rt_.creates(Pod(oom)), 1);
+}
+
+TEST_F(ControllerTest, ARetriedAnalysisThatSucceedsClearsTheRetryMessageAndThePluginsLimitWins) {
+  config_.infra_retries = 0;  // off for commands; the plugin sets its own
+  catalog_ = std::make_unique<PluginCatalog>(*PluginCatalog::Parse(R"(plugins:
+  - name: file-stats
+    artifact_types: [file]
+    command: file-stats
+    infra_retries: 1
+  - name: no-retry
+    command: no-retry
+)", "test"));
+  catalog_->DefaultInfraRetries(config_.infra_retries);
+  NewController();
+  analyzerv1::CreateAnalysisRequest req;
+  req.set_exp_id("e1");
+  req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);
+  req.set_plugin_name("file-stats");
+  std::string id = *c_->CreateAnalysis(req);
+  Peer().DrainQueue();
+  rt_.SetPhase(Pod(id), PodPhase::kPending, std::nullopt, "ImagePullBackOff");
+  clock_.Advance(seconds(60));  // the start timeout, with the image not pulled
+  Peer().DrainQueue();
+  EXPECT_EQ(api_.Record(id).infra_retries(), 1);
+  EXPECT_EQ(rt_.creates(Pod(id)), 2);
+  rt_.SetPhase(Pod(id), PodPhase::kRunning);
+  rt_.SetPhase(Pod(id), PodPhase::kSucceeded, 0, "Completed");
+  Peer().DrainQueue();
+  auto rec = api_.Record(id);
+  EXPECT_EQ(rec.status(), ANALYSIS_STATUS_SUCCEEDED);
+  EXPECT_EQ(rec.error_message(), "") << "a success clears what the retry said";
+  EXPECT_EQ(rec.infra_retries(), 1);
+
+  std::string plain = Online();  // a command: --infra-retries, 0 here
+  Peer().DrainQueue();
+  rt_.SetPhase(Pod(plain), PodPhase::kRunning);
+  rt_.RemoveExternally(Pod(plain));
+  Peer().DrainQueue();
+  EXPECT_EQ(Status(plain), ANALYSIS_STATUS_FAILED);
+  EXPECT_EQ(api_.Record(plain).error_message(), "pod deleted externally");
+  EXPECT_EQ(catalog_->Find("no-retry")->infra_retries(), 0);
+  EXPECT_TRUE(catalog_->Find("no-retry")->has_infra_retries()) << "the catalog holds the value in force";
+}
+
 TEST_F(ControllerTest, PodDeletedWhileNoEventArrivesIsHealedByResync) {
   std::string id = Online();
   Peer().DrainQueue();

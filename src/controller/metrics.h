@@ -31,6 +31,8 @@ class ControllerMetrics {
   void CountFinished(const std::string& status);
   void CountPodCreated() { pods_created_.Increment(); }
   void CountReconcileError() { reconcile_errors_.Increment(); }
+  // An analysis run again after an infrastructure failure; `reason` is the Pod's (Evicted, deleted, ...).
+  void CountInfraRetry(const std::string& reason) { infra_retries_.Increment({reason}); }
   void ObserveReconcileSeconds(double seconds);
   void SetGaugeSource(std::function<GaugeSnapshot()> source);
 
@@ -48,6 +50,7 @@ class ControllerMetrics {
   net::Gauge& epoch_;
   net::Counter& pods_created_;
   net::Counter& reconcile_errors_;
+  net::Counter& infra_retries_;
   net::Counter& finished_;
   net::Histogram& reconcile_seconds_;
 };

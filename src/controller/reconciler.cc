@@ -57,6 +57,22 @@ std::string LastLines(const std::string& text, int n, size_t max_bytes = 4096) {
   return out;
 }
 
+// The reasons a Pod fails for that say the infrastructure ended it, not the analysis: the kubelet evicted
+// it (node pressure, a preemption, a graceful node shutdown), its node was lost, or the node refused it at
+// admission. A script's own exit (Error, OOMKilled, DeadlineExceeded, a non-zero code) is none of these.
+bool IsInfrastructureReason(const std::string& reason) {
+  static const char* const kReasons[] = {"Evicted",  "NodeLost",   "Shutdown",  "NodeShutdown", "Terminated",
+                                         "Preempting", "NodeAffinity", "UnexpectedAdmissionError"};
+  for (const char* r : kReasons) {
+    if (reason == r) return true;
+  }
+  return reason.rfind("OutOf", 0) == 0;  // OutOfcpu, OutOfmemory, OutOfpods: refused at admission
+}
+
+bool IsImagePullReason(const std::string& reason) {
+  return reason == "ErrImagePull" || reason == "ImagePullBackOff";
+}
+
 }  // namespace
 
 void Reconciler::Settled(const std::string& id) {
@@ -131,12 +147,16 @@ absl::Status Reconciler::Reconcile(const std::string& id, Outcome* out) {
     rec = std::move(*marked);
   }
   if (!pod) {
-    if (ctx_.table.Get(id).recreate) {
+    if (const AnalysisState st = ctx_.table.Get(id); st.recreate || st.retrying) {
       if (!ctx_.admission.IsAdmitted(id)) ctx_.admission.MarkRunning(q, id);
       return CreatePod(rec, /*recreate=*/true, out);
     }
     spdlog::warn("analysis {}: its pod is gone while RUNNING", id);
-    FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, "pod deleted externally"));
+    FALCON_ASSIGN_OR_RETURN(bool retried, RetryAfterInfrastructureFailure(rec, std::nullopt, "deleted",
+                                                                          "pod deleted externally", out));
+    if (retried) return absl::OkStatus();
+    FALCON_RETURN_IF_ERROR(
+        Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, absl::StrCat("pod deleted externally", RetriesNote(rec))));
     Settled(id);
     return absl::OkStatus();
   }
@@ -147,13 +167,28 @@ absl::Status Reconciler::ReconcileRunning(AnalysisRecord rec, const runtime::Pod
                                           Outcome* out) {
   const std::string& id = rec.analysis_id();
   Time now = ctx_.deps.clock->Now();
+  if (ctx_.table.Get(id).retrying) {
+    // Our own infrastructure retry: the old Pod must go (a cached read may still show it as it was); the
+    // pass after it is gone creates the new one.
+    if (!pod.deleting) {
+      absl::Status del = ctx_.deps.runtime->Delete(pod.name, 0);
+      if (!del.ok() && !absl::IsNotFound(del)) return del;
+    }
+    out->requeue_after = std::chrono::seconds(1);
+    return absl::OkStatus();
+  }
   if (pod.deleting) {
     // This replica deletes a Pod of a RUNNING record only after making the record terminal (or while
-    // DeleteAnalysis runs), so a Pod being deleted under a RUNNING record was deleted by someone else. Its
-    // exit status (e.g. 143 from SIGTERM) says nothing about the analysis.
+    // DeleteAnalysis runs, or for a retry), so a Pod being deleted under a RUNNING record was deleted by
+    // someone else (a node drain, an operator). Its exit status (e.g. 143 from SIGTERM) says nothing about
+    // the analysis.
     spdlog::warn("analysis {}: its pod is being deleted while RUNNING", id);
+    FALCON_ASSIGN_OR_RETURN(bool retried,
+                            RetryAfterInfrastructureFailure(rec, pod, "deleted", "pod deleted externally", out));
+    if (retried) return absl::OkStatus();
     EnsureLog(rec, pod.name);
-    FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, "pod deleted externally"));
+    FALCON_RETURN_IF_ERROR(
+        Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, absl::StrCat("pod deleted externally", RetriesNote(rec))));
     ctx_.Forget(id);
     out->requeue_after = std::chrono::seconds(1);
     return absl::OkStatus();
@@ -169,9 +204,18 @@ absl::Status Reconciler::ReconcileRunning(AnalysisRecord rec, const runtime::Pod
       break;
     }
     case runtime::PodPhase::kFailed: {
+      if (IsInfrastructureReason(pod.reason)) {
+        FALCON_ASSIGN_OR_RETURN(
+            bool retried,
+            RetryAfterInfrastructureFailure(rec, pod, pod.reason,
+                                            absl::StrCat("pod failed: ", pod.reason,
+                                                         pod.message.empty() ? "" : ": ", pod.message),
+                                            out));
+        if (retried) return absl::OkStatus();
+      }
       std::string tail = EnsureLog(rec, pod.name);
-      FALCON_RETURN_IF_ERROR(
-          Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, FailureMessage(rec, pod, tail)));
+      FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED,
+                                    absl::StrCat(FailureMessage(rec, pod, tail), RetriesNote(rec))));
       break;
     }
     case runtime::PodPhase::kPending:
@@ -190,9 +234,13 @@ absl::Status Reconciler::ReconcileRunning(AnalysisRecord rec, const runtime::Pod
             std::chrono::duration_cast<std::chrono::seconds>(ctx_.config.pod_start_timeout).count(), "s",
             why);
         spdlog::warn("analysis {}: {}", id, msg);
+        if (IsImagePullReason(pod.reason)) {  // perhaps a registry's hiccup: worth another try
+          FALCON_ASSIGN_OR_RETURN(bool retried, RetryAfterInfrastructureFailure(rec, pod, pod.reason, msg, out));
+          if (retried) return absl::OkStatus();
+        }
         absl::Status del = ctx_.deps.runtime->Delete(pod.name, 0);
         if (!del.ok() && !absl::IsNotFound(del)) return del;
-        FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, msg));
+        FALCON_RETURN_IF_ERROR(Finish(rec, api::v1::ANALYSIS_STATUS_FAILED, absl::StrCat(msg, RetriesNote(rec))));
         break;
       }
       out->requeue_after = deadline - now;
@@ -286,7 +334,7 @@ absl::Status Reconciler::CreatePod(const AnalysisRecord& rec, bool recreate, Out
   auto fail_attempt = [&](const absl::Status& cause) -> absl::Status {
     int attempts = ctx_.table.Update(id, [](AnalysisState& a) { return ++a.create_attempts; });
     if (attempts < ctx_.config.max_create_attempts) return cause;  // retried with backoff
-    std::string msg = absl::StrCat(recreate ? "pod missing after a controller restart; " : "",
+    std::string msg = absl::StrCat(recreate ? "recreating its pod: " : "",
                                    "could not create the pod after ", attempts,
                                    " attempts: ", std::string(cause.message()));
     spdlog::error("analysis {}: {}", id, msg);
@@ -397,7 +445,8 @@ absl::Status Reconciler::Finish(const AnalysisRecord& rec, AnalysisStatus status
   AnalysisRecord upd;
   upd.set_status(status);
   std::vector<std::string> paths = {"status"};
-  if (!error_message.empty()) {
+  if (!error_message.empty() || !rec.error_message().empty()) {
+    // A success clears what an infrastructure retry said while it ran again.
     upd.set_error_message(error_message);
     paths.push_back("error_message");
   }
@@ -505,6 +554,55 @@ std::string Reconciler::EnsureLog(const AnalysisRecord& rec, const std::string& 
                                                 : std::string());
   }
   return tail;
+}
+
+int Reconciler::InfraRetriesFor(const AnalysisRecord& rec) const {
+  const api::v1::Plugin* p = rec.plugin_name().empty() ? nullptr : ctx_.deps.catalog->Find(rec.plugin_name());
+  if (p != nullptr && p->has_infra_retries()) return p->infra_retries();
+  return ctx_.config.infra_retries;
+}
+
+std::string Reconciler::RetriesNote(const AnalysisRecord& rec) {
+  if (rec.infra_retries() <= 0) return "";
+  return absl::StrCat(" (after ", rec.infra_retries(), " infrastructure ",
+                      rec.infra_retries() == 1 ? "retry" : "retries", ")");
+}
+
+absl::StatusOr<bool> Reconciler::RetryAfterInfrastructureFailure(const AnalysisRecord& rec,
+                                                                 const std::optional<runtime::PodStatus>& pod,
+                                                                 const std::string& reason, const std::string& why,
+                                                                 Outcome* out) {
+  const std::string& id = rec.analysis_id();
+  const int limit = InfraRetriesFor(rec);
+  if (rec.infra_retries() >= limit) {
+    if (limit > 0) spdlog::warn("analysis {}: {}; no infrastructure retry left ({} used)", id, why, limit);
+    return false;
+  }
+  if (!ctx_.acting.load()) return true;  // not leading: the leader decides
+  const int n = rec.infra_retries() + 1;
+  AnalysisRecord upd;
+  upd.set_infra_retries(n);
+  // Shown while it runs again; cleared when it succeeds, replaced when it fails.
+  upd.set_error_message(absl::StrCat("running again after an infrastructure failure (retry ", n, " of ", limit,
+                                     "): ", why));
+  auto r = ctx_.deps.api->UpdateAnalysisRecord(id, upd, {"infra_retries", "error_message"});
+  if (absl::IsFailedPrecondition(r.status())) {
+    FALCON_RETURN_IF_ERROR(UpdateConflict(id, r.status(), out));
+    return true;
+  }
+  if (!r.ok()) return r.status();
+  ctx_.deps.metrics->CountInfraRetry(reason);
+  spdlog::warn("analysis {}: {}; running it again in a new pod (infrastructure retry {} of {})", id, why, n, limit);
+  ctx_.table.Update(id, [](AnalysisState& a) {
+    a.retrying = true;
+    a.create_attempts = 0;
+  });
+  if (pod && !pod->deleting) {
+    absl::Status del = ctx_.deps.runtime->Delete(pod->name, 0);
+    if (!del.ok() && !absl::IsNotFound(del)) return del;
+  }
+  out->requeue_after = pod ? std::chrono::seconds(1) : Duration::zero();
+  return true;
 }
 
 int64_t Reconciler::TimeoutSecondsFor(const AnalysisRecord& rec) const {

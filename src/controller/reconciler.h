@@ -1,8 +1,10 @@
 // Reconciler: the level-triggered core of the controller. Given one analysis id it reads the record (API
 // server) and the Pod (runtime) and drives one toward the other: admits and creates the Pod of a PENDING
 // record, adopts a Pod that exists already, turns a finished or vanished Pod into a terminal record (keeping
-// output.log), enforces the start timeout and the timeout backstop, stops the Pod of a cancelled record and
-// deletes finished Pods after their retention. Running it twice does nothing more than running it once.
+// output.log), enforces the start timeout and the timeout backstop, runs an analysis again after an
+// infrastructure failure (Pod evicted, deleted by someone else, node lost, image not pulled; at most its
+// plugin's infra_retries, never for a script's own exit), stops the Pod of a cancelled record and deletes
+// finished Pods after their retention. Running it twice does nothing more than running it once.
 //
 // A change to how one analysis is reconciled belongs in this class (reconciler.cc). It never blocks on
 // another analysis; it only enqueues ids (the freed slot's next analysis, a record to look at again).
@@ -61,6 +63,18 @@ class Reconciler {
   std::string EnsureLog(const AnalysisRecord& rec, const std::string& pod_name, bool* stored = nullptr);
   std::string FailureMessage(const AnalysisRecord& rec, const runtime::PodStatus& pod, const std::string& log_tail);
   int64_t TimeoutSecondsFor(const AnalysisRecord& rec) const;
+  // How many infrastructure retries the analysis may get: its plugin's infra_retries, else --infra-retries.
+  int InfraRetriesFor(const AnalysisRecord& rec) const;
+  // After an infrastructure failure (`reason`: a fixed word for the metric; `why`: what happened), runs
+  // the analysis again when its limit allows: counts the retry in the record first (so a crash can use a
+  // retry up, never retry without bound), deletes the old Pod and has the next pass create a new one. False
+  // when no retry is left: the caller fails the analysis, with RetriesNote in its message.
+  absl::StatusOr<bool> RetryAfterInfrastructureFailure(const AnalysisRecord& rec,
+                                                       const std::optional<runtime::PodStatus>& pod,
+                                                       const std::string& reason, const std::string& why,
+                                                       Outcome* out);
+  // " (after N infrastructure retries)" when the analysis had any; empty otherwise.
+  static std::string RetriesNote(const AnalysisRecord& rec);
   // The analysis' Pod, nullopt when absent. `cached`: the runtime may answer from its watch alone
   // (PodRuntime::GetCached), for a PENDING record, whose Pod is created and adopted on ALREADY_EXISTS.
   absl::StatusOr<std::optional<runtime::PodStatus>> GetPod(const std::string& id, bool cached = false);

@@ -206,6 +206,10 @@ const std::vector<Migration>& Migrations() {
            "ALTER TABLE analysis_records ADD COLUMN IF NOT EXISTS timeout_seconds BIGINT NOT NULL DEFAULT 0",
            "ALTER TABLE analysis_records ADD COLUMN IF NOT EXISTS rerun_of VARCHAR(64) NOT NULL DEFAULT ''",
        }},
+      {6,
+       "how many times the controller ran an analysis again after an infrastructure failure",
+       {"ALTER TABLE analysis_records ADD COLUMN infra_retries INTEGER NOT NULL DEFAULT 0"},
+       {"ALTER TABLE analysis_records ADD COLUMN IF NOT EXISTS infra_retries INT NOT NULL DEFAULT 0"}},
   };
   return *kMigrations;
 }

@@ -135,13 +135,13 @@ std::optional<api::v1::Resources> ParseResourceOverride(const std::string& s) {
 constexpr char kRecordCols[] =
     "analysis_id, name, exp_id, artifact_id, analysis_type, plugin_name, status, result_gcs_path, "
     "error_message, command, script_content, script_name, created_at, updated_at, created_by, "
-    "resource_override, image, timeout_seconds, rerun_of";
+    "resource_override, image, timeout_seconds, rerun_of, infra_retries";
 // The same columns without the two that may be large (a script is up to 1 MiB): for listings that feed a
 // reconciler, which reads one full record when it needs it.
 constexpr char kSlimRecordCols[] =
     "analysis_id, name, exp_id, artifact_id, analysis_type, plugin_name, status, result_gcs_path, "
     "error_message, '', '', script_name, created_at, updated_at, created_by, "
-    "resource_override, image, timeout_seconds, rerun_of";
+    "resource_override, image, timeout_seconds, rerun_of, infra_retries";
 AnalysisRecord ParseRecord(const SqlRow& r) {
   AnalysisRecord a;
   a.set_analysis_id(Str(r[0]));
@@ -163,6 +163,7 @@ AnalysisRecord ParseRecord(const SqlRow& r) {
   a.set_image(Str(r[16]));
   a.set_timeout_seconds(Int(r[17]));
   a.set_rerun_of(Str(r[18]));
+  a.set_infra_retries(static_cast<int32_t>(Int(r[19])));
   return a;
 }
 
@@ -647,7 +648,7 @@ class SqlStore : public Store {
     if (paths.empty()) {
       return absl::InvalidArgumentError(
           "update_mask is empty; name at least one of name, status, error_message, "
-          "result_gcs_path");
+          "result_gcs_path, infra_retries");
     }
     std::string set;
     std::vector<SqlValue> args;
@@ -669,10 +670,12 @@ class SqlStore : public Store {
         args.push_back(update.error_message());
       } else if (p == "result_gcs_path") {
         args.push_back(update.result_gcs_path());
+      } else if (p == "infra_retries") {
+        args.push_back(static_cast<int64_t>(update.infra_retries()));
       } else {
         return absl::InvalidArgumentError(absl::StrCat(
             "update_mask path '", p,
-            "' cannot be updated; allowed paths: name, status, error_message, result_gcs_path"));
+            "' cannot be updated; allowed paths: name, status, error_message, result_gcs_path, infra_retries"));
       }
       absl::StrAppend(&set, p, " = ?, ");
     }

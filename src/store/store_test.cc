@@ -1122,5 +1122,31 @@ STORE_TEST(RunOptionsAndRerunOfAreStored) {
   EXPECT_TRUE(seen);
 }
 
+// Migration 6: the controller counts an analysis' infrastructure retries in its record; a terminal record
+// keeps its count and takes no more.
+STORE_TEST(InfraRetriesAreCountedAndKept) {
+  ASSERT_TRUE(store_->CreateExp(MakeExp("e1", EXP_STATUS_RUNNING, 1)).ok());
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("a1", "e1", ANALYSIS_TYPE_ONLINE, "", 2)).ok());
+  EXPECT_EQ(store_->GetAnalysisRecord("a1")->infra_retries(), 0);
+  AnalysisRecord u;
+  u.set_infra_retries(1);
+  u.set_error_message("running again after an infrastructure failure (retry 1 of 2): pod failed: Evicted");
+  auto r = store_->UpdateAnalysisRecord("a1", u, {"infra_retries", "error_message"}, TimeOf(10));
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->infra_retries(), 1);
+  EXPECT_EQ(store_->GetAnalysisRecord("a1")->infra_retries(), 1);
+  auto page = store_->ListNonTerminalAnalyses(10, "");
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->records.size(), 1u);
+  EXPECT_EQ(page->records[0].infra_retries(), 1) << "the slim listing carries it (recovery)";
+  AnalysisRecord done;
+  done.set_status(ANALYSIS_STATUS_CANCELLED);
+  ASSERT_TRUE(store_->UpdateAnalysisRecord("a1", done, {"status"}, TimeOf(20)).ok());
+  u.set_infra_retries(2);
+  auto late = store_->UpdateAnalysisRecord("a1", u, {"infra_retries"}, TimeOf(30));
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition) << late.status();
+  EXPECT_EQ(store_->GetAnalysisRecord("a1")->infra_retries(), 1);
+}
+
 }  // namespace
 }  // namespace falcon::store

@@ -183,6 +183,37 @@ TEST_F(E2E, PodDeletedExternallyFailsWithinSeconds) {
   EXPECT_EQ(Get(id)["error_message"], "pod deleted externally");
 }
 
+// --infra-retries: a Pod deleted by someone else (a node drain, an operator) is an infrastructure failure:
+// the analysis runs again in a new Pod and succeeds, counted in its record; deleted again once the retry
+// is used, it fails saying so.
+TEST_F(E2E, PodDeletedExternallyRunsAgainWithInfraRetries) {
+  StartSystem(1, {"--infra-retries=1"});
+  WaitReady(0);
+  CreateExp("exp4r");
+  std::string id = Command("exp4r", "echo started; sleep 4; echo finished");
+  ASSERT_TRUE(WaitStatus(id, "running"));
+  ASSERT_TRUE(WaitFor([&] { return Localpod({"get", PodName(id)}).find("Running") != std::string::npos; }, 20s));
+  Localpod({"delete", PodName(id)});
+  ASSERT_TRUE(WaitFor([&] { return Get(id)["infra_retries"] == 1; }, 15s)) << Get(id).dump(2);
+  ASSERT_TRUE(WaitStatus(id, "succeeded", 60s)) << Get(id).dump(2) << AllControllerLogs();
+  EXPECT_EQ(Get(id)["error_message"], "");
+  std::string logs = ReadFile(dir_ / "controller0.log");
+  EXPECT_EQ(Count(logs, "created pod " + PodName(id)), 2) << logs;
+  EXPECT_NE(logs.find("running it again in a new pod (infrastructure retry 1 of 1)"), std::string::npos) << logs;
+
+  std::string again = Command("exp4r", "sleep 60");
+  for (int round = 0; round < 2; ++round) {
+    ASSERT_TRUE(WaitFor([&] { return Localpod({"get", PodName(again)}).find("Running") != std::string::npos; }, 30s))
+        << "round " << round << ": " << Get(again).dump(2);
+    Localpod({"delete", PodName(again)});
+    if (round == 0) {
+      ASSERT_TRUE(WaitFor([&] { return Get(again)["infra_retries"] == 1; }, 15s)) << Get(again).dump(2);
+    }
+  }
+  ASSERT_TRUE(WaitStatus(again, "failed", 30s)) << Get(again).dump(2);
+  EXPECT_EQ(Get(again)["error_message"], "pod deleted externally (after 1 infrastructure retry)");
+}
+
 TEST_F(E2E, ControllerKilledAndRestartedFinishesEverythingWithoutDuplicatePods) {
   StartSystem(1, {"--online-concurrency=2"});
   WaitReady(0);

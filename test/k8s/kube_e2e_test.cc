@@ -182,6 +182,28 @@ TEST_F(KubeE2E, PodDeletedThroughTheKubernetesApiFailsTheAnalysis) {
   EXPECT_EQ(Status(id), "failed");
 }
 
+// --infra-retries=1: a Pod evicted through the Eviction API (what `kubectl drain` does) runs again in a new
+// Pod, which succeeds; the record counts the retry and keeps no message.
+TEST_F(KubeE2E, AnEvictedPodRunsAgainWithInfraRetries) {
+  StartSystem(1, {"--infra-retries=1"});
+  WaitReady(0);
+  CreateExp("exp2r");
+  std::string id = Command("exp2r", "echo started; sleep 6; echo finished");
+  ASSERT_TRUE(WaitStatus(id, "running")) << Get(id).dump(2) << AllControllerLogs();
+  ASSERT_TRUE(WaitFor([&] { return PodPhase(id) == "Running"; }, 30s)) << PodPhase(id);
+  auto evicted = cp_->admin().Post("/api/v1/namespaces/" + ns_ + "/pods/" + PodName(id) + "/eviction",
+                                   {{"apiVersion", "policy/v1"},
+                                    {"kind", "Eviction"},
+                                    {"metadata", {{"name", PodName(id)}, {"namespace", ns_}}}});
+  ASSERT_TRUE(evicted.ok()) << evicted.status();
+  ASSERT_TRUE(WaitFor([&] { return Get(id)["infra_retries"] == 1; }, 20s)) << Get(id).dump(2) << AllControllerLogs();
+  ASSERT_TRUE(WaitStatus(id, "succeeded", 60s)) << Get(id).dump(2) << AllControllerLogs();
+  EXPECT_EQ(Get(id)["error_message"], "");
+  EXPECT_EQ(Get(id)["infra_retries"], 1);
+  std::string logs = AllControllerLogs();
+  EXPECT_NE(logs.find("running it again in a new pod (infrastructure retry 1 of 1)"), std::string::npos) << logs;
+}
+
 // kill -9 the controller with analyses running and pending; the restarted controller adopts the running
 // Pods (no second Pod), starts the pending ones and records every outcome.
 TEST_F(KubeE2E, ControllerKilledAndRestartedAdoptsPodsWithoutDuplicates) {

@@ -181,7 +181,7 @@ absl::StatusOr<apiv1::AnalysisRecord> FakeApiClient::UpdateAnalysisRecord(
   if (it == records_.end()) return absl::NotFoundError("analysis " + id + " not found");
   apiv1::AnalysisRecord& r = it->second;
   for (const auto& p : paths) {
-    if (p != "name" && p != "status" && p != "error_message" && p != "result_gcs_path") {
+    if (p != "name" && p != "status" && p != "error_message" && p != "result_gcs_path" && p != "infra_retries") {
       return absl::InvalidArgumentError("unknown update_mask path " + p);
     }
   }
@@ -205,6 +205,7 @@ absl::StatusOr<apiv1::AnalysisRecord> FakeApiClient::UpdateAnalysisRecord(
     if (p == "status") r.set_status(record.status());
     if (p == "error_message") r.set_error_message(record.error_message());
     if (p == "result_gcs_path") r.set_result_gcs_path(record.result_gcs_path());
+    if (p == "infra_retries") r.set_infra_retries(record.infra_retries());
   }
   return r;
 }
