@@ -101,6 +101,8 @@ ApiClient::ApiClient(std::string server, ClientOptions options)
     : options_(options), http_(std::make_unique<net::HttpClient>([&] {
         net::ClientOptions o;
         o.tls.ca_pem = options.ca_pem;
+        o.tls.client_cert_pem = options.client_cert_pem;
+        o.tls.client_key_pem = options.client_key_pem;
         return o;
       }())) {
   if (server.find("://") == std::string::npos) server = "http://" + server;

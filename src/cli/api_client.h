@@ -47,6 +47,10 @@ struct ClientOptions {
   std::string credential_source;
   // PEM CAs trusted for https:// instead of the system's (--certificate-authority, FALCON_CA_FILE, the context).
   std::string ca_pem;
+  // A TLS client certificate and its key, PEM (--client-certificate/--client-key, the environment, the
+  // context); empty: none.
+  std::string client_cert_pem;
+  std::string client_key_pem;
   // The config file path named in the 401 message.
   std::string config_path;
 };

@@ -30,6 +30,11 @@ void BuildRoot(CLI::App& app, Context& ctx) {
   app.add_option("--certificate-authority", ctx.globals().certificate_authority,
                  "PEM file of the CAs to trust for an https:// server")
       ->type_name("FILE");
+  app.add_option("--client-certificate", ctx.globals().client_certificate,
+                 "PEM file of a TLS client certificate to present to an https:// server (with --client-key)")
+      ->type_name("FILE");
+  app.add_option("--client-key", ctx.globals().client_key, "PEM file of the key of --client-certificate")
+      ->type_name("FILE");
   app.require_subcommand(1);
   app.fallthrough();
   app.footer(

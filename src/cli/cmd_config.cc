@@ -15,7 +15,7 @@ namespace {
 struct ConfigOptions {
   std::string output = "table";
   std::string name;
-  std::string server, certificate_authority, token, token_file, exec_command;
+  std::string server, certificate_authority, client_certificate, client_key, token, token_file, exec_command;
   std::vector<std::string> exec_args;
   bool current = false;  // set-context --current
   bool raw = false;      // view --raw
@@ -33,6 +33,7 @@ std::string CredentialWord(const ContextConfig& c) {
   if (!c.token_file.empty()) return "token-file " + c.token_file;
   if (c.exec) return "exec " + c.exec->command;
   if (c.login) return "login " + c.login->issuer;
+  if (!c.client_certificate.empty()) return "client-certificate " + c.client_certificate;
   return "";
 }
 
@@ -98,6 +99,9 @@ int SetContext(Context& ctx, const ConfigOptions& o) {
   int credentials = !o.token.empty() + !o.token_file.empty() + !o.exec_command.empty();
   if (credentials > 1) return ctx.Usage("give at most one of --token, --token-file and --exec-command");
   if (!o.exec_args.empty() && o.exec_command.empty()) return ctx.Usage("--exec-arg needs --exec-command");
+  if (o.client_certificate.empty() != o.client_key.empty()) {
+    return ctx.Usage("--client-certificate and --client-key go together; give both");
+  }
   if (!o.server.empty() && o.server.find("://") != std::string::npos && o.server.rfind("http://", 0) != 0 &&
       o.server.rfind("https://", 0) != 0) {
     return ctx.Usage("--server " + o.server + " must start with http:// or https://");
@@ -111,6 +115,7 @@ int SetContext(Context& ctx, const ConfigOptions& o) {
   }
   if (!o.server.empty()) c->server = o.server;
   if (!o.certificate_authority.empty()) c->certificate_authority = o.certificate_authority;
+  if (!o.client_certificate.empty()) c->client_certificate = o.client_certificate, c->client_key = o.client_key;
   if (credentials == 1) {
     c->token.clear(), c->token_file.clear(), c->exec.reset(), c->login.reset();
     if (!o.token.empty()) c->token = o.token;
@@ -173,6 +178,10 @@ void RegisterConfigCommands(CLI::App& app, Context& ctx) {
     c->add_option("--server", o->server, "falcon-apiserver address")->type_name("URL");
     c->add_option("--certificate-authority", o->certificate_authority, "PEM file of the CAs to trust for https://")
         ->type_name("FILE");
+    c->add_option("--client-certificate", o->client_certificate,
+                  "PEM file of a TLS client certificate to present (https://), with --client-key")
+        ->type_name("FILE");
+    c->add_option("--client-key", o->client_key, "PEM file of the key of --client-certificate")->type_name("FILE");
     c->add_option("--token", o->token, "A token, stored in the file as it is (prefer --token-file)")->type_name("TOKEN");
     c->add_option("--token-file", o->token_file, "A file holding the token, read on every command")->type_name("FILE");
     c->add_option("--exec-command", o->exec_command, "A program printing a token (exec credential plugin)")

@@ -99,7 +99,7 @@ std::string BashCompletion(const CLI::App& app) {
       return ;;
     --type) COMPREPLY=($(compgen -W "hlo xplane trace file" -- "$cur")); return ;;
     --role) COMPREPLY=($(compgen -W "viewer submitter admin" -- "$cur")); return ;;
-    --script|--file|--config|--token-file|--certificate-authority) COMPREPLY=($(compgen -f -- "$cur")); return ;;
+    --script|--file|--config|--token-file|--certificate-authority|--client-certificate|--client-key) COMPREPLY=($(compgen -f -- "$cur")); return ;;
     --exec-command) COMPREPLY=($(compgen -c -- "$cur")); return ;;
     --download) COMPREPLY=($(compgen -d -- "$cur")); return ;;
   esac

@@ -23,8 +23,8 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr char kContextShape[] =
-    "expected `contexts:` as a list of `- name: NAME` entries with server, certificate-authority and one of "
-    "token, token-file, exec or login";
+    "expected `contexts:` as a list of `- name: NAME` entries with server, certificate-authority, "
+    "client-certificate and client-key, and one of token, token-file, exec or login";
 
 std::string At(const std::string& path, const YAML::Node& n) {
   int line = n.Mark().line;
@@ -77,8 +77,9 @@ absl::StatusOr<ContextConfig> ParseContext(const std::string& path, const YAML::
   FALCON_ASSIGN_OR_RETURN(c.name, Scalar(path, n, "name"));
   if (c.name.empty()) return Bad(path, n, "a context needs `name:`");
   for (const auto& kv : n) {
-    static const std::vector<std::string> kKeys = {"name", "server", "certificate-authority", "token",
-                                                   "token-file", "exec", "login"};
+    static const std::vector<std::string> kKeys = {"name",  "server",     "certificate-authority",
+                                                   "token", "token-file", "exec",
+                                                   "login", "client-certificate", "client-key"};
     std::string key = kv.first.as<std::string>();
     if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end()) {
       return Bad(path, kv.first, "unknown key `" + key + "` in context " + c.name + "; " + kContextShape);
@@ -86,6 +87,11 @@ absl::StatusOr<ContextConfig> ParseContext(const std::string& path, const YAML::
   }
   FALCON_ASSIGN_OR_RETURN(c.server, Scalar(path, n, "server"));
   FALCON_ASSIGN_OR_RETURN(c.certificate_authority, Scalar(path, n, "certificate-authority"));
+  FALCON_ASSIGN_OR_RETURN(c.client_certificate, Scalar(path, n, "client-certificate"));
+  FALCON_ASSIGN_OR_RETURN(c.client_key, Scalar(path, n, "client-key"));
+  if (c.client_certificate.empty() != c.client_key.empty()) {
+    return Bad(path, n, "context " + c.name + " sets only one of `client-certificate` and `client-key`; give both");
+  }
   FALCON_ASSIGN_OR_RETURN(c.token, Scalar(path, n, "token"));
   FALCON_ASSIGN_OR_RETURN(c.token_file, Scalar(path, n, "token-file"));
   int credentials = (c.token.empty() ? 0 : 1) + (c.token_file.empty() ? 0 : 1);
@@ -275,6 +281,8 @@ std::string ConfigYaml(const ConfigFile& config, bool redact) {
     n["name"] = c.name;
     if (!c.server.empty()) n["server"] = c.server;
     if (!c.certificate_authority.empty()) n["certificate-authority"] = c.certificate_authority;
+    if (!c.client_certificate.empty()) n["client-certificate"] = c.client_certificate;
+    if (!c.client_key.empty()) n["client-key"] = c.client_key;
     if (!c.token.empty()) n["token"] = redact ? "REDACTED" : c.token;
     if (!c.token_file.empty()) n["token-file"] = c.token_file;
     if (c.exec) {
@@ -400,6 +408,26 @@ absl::StatusOr<Connection> ResolveConnection(const ConnectionFlags& flags, const
     c.ca_file = ExpandHome(ctx->certificate_authority, env), c.ca_source = ctx_source;
   }
 
+  // The client certificate: a pair from one place.
+  if (!flags.client_certificate.empty() || !flags.client_key.empty()) {
+    if (flags.client_certificate.empty() || flags.client_key.empty()) {
+      return absl::InvalidArgumentError("--client-certificate and --client-key go together; give both");
+    }
+    c.client_cert_file = flags.client_certificate, c.client_key_file = flags.client_key;
+    c.client_cert_source = "--client-certificate/--client-key";
+  } else if (std::string cert = from_env("FALCON_CLIENT_CERTIFICATE"), key = from_env("FALCON_CLIENT_KEY");
+             !cert.empty() || !key.empty()) {
+    if (cert.empty() || key.empty()) {
+      return absl::InvalidArgumentError("FALCON_CLIENT_CERTIFICATE and FALCON_CLIENT_KEY go together; set both");
+    }
+    c.client_cert_file = cert, c.client_key_file = key;
+    c.client_cert_source = "FALCON_CLIENT_CERTIFICATE/FALCON_CLIENT_KEY";
+  } else if (ctx && !ctx->client_certificate.empty()) {
+    c.client_cert_file = ExpandHome(ctx->client_certificate, env);
+    c.client_key_file = ExpandHome(ctx->client_key, env);
+    c.client_cert_source = ctx_source;
+  }
+
   // The credential.
   if (!flags.token.empty()) {
     c.kind = CredentialKind::kToken, c.token = flags.token, c.credential_source = "--token";
@@ -424,7 +452,8 @@ absl::StatusOr<Connection> ResolveConnection(const ConnectionFlags& flags, const
     }
   }
   // Nothing given, a server on this machine: the local admin token its first start wrote, if readable.
-  if (c.kind == CredentialKind::kNone && IsLoopbackServer(c.server)) {
+  // A client certificate is a credential of its own: the local token would hide who it names.
+  if (c.kind == CredentialKind::kNone && c.client_cert_file.empty() && IsLoopbackServer(c.server)) {
     std::string local = DefaultLocalAdminTokenPath(env);
     std::error_code ec;
     if (!local.empty() && std::filesystem::is_regular_file(local, ec) && ::access(local.c_str(), R_OK) == 0) {

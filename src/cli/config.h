@@ -8,9 +8,12 @@
 //     server: https://falcon.example.com
 //     certificate-authority: /etc/falcon/ca.pem
 //     token-file: ~/.falcon-token          # or token: ..., or exec: {command, args, env}, or login: {...}
+//     client-certificate: ~/.falcon/me.crt # a TLS client certificate (https://), with client-key; alone
+//     client-key: ~/.falcon/me.key         #   or besides a token
 //
-// Precedence: flags (--server, --token, --token-file, --certificate-authority, --context), then the
-// environment (FALCON_SERVER, FALCON_TOKEN, FALCON_CA_FILE, FALCON_CONTEXT), then the chosen context, then
+// Precedence: flags (--server, --token, --token-file, --certificate-authority, --client-certificate and
+// --client-key, --context), then the environment (FALCON_SERVER, FALCON_TOKEN, FALCON_CA_FILE,
+// FALCON_CLIENT_CERTIFICATE and FALCON_CLIENT_KEY, FALCON_CONTEXT), then the chosen context, then
 // the top-level `server:`, then the default address. Thread-safe (pure functions apart from file access).
 #pragma once
 
@@ -63,6 +66,9 @@ struct ContextConfig {
   std::string name;
   std::string server;
   std::string certificate_authority;
+  // A TLS client certificate and its key (PEM files), both or neither; independent of the credential.
+  std::string client_certificate;
+  std::string client_key;
   // At most one credential.
   std::string token;
   std::string token_file;
@@ -111,6 +117,8 @@ struct ConnectionFlags {
   std::string token;
   std::string token_file;
   std::string certificate_authority;
+  std::string client_certificate;
+  std::string client_key;
   std::string context;
 };
 
@@ -123,6 +131,10 @@ struct Connection {
   std::string server_source;
   std::string ca_file;  // "" : the system's CAs
   std::string ca_source;
+  // A TLS client certificate and key to present (https://); "" : none.
+  std::string client_cert_file;
+  std::string client_key_file;
+  std::string client_cert_source;
   CredentialKind kind = CredentialKind::kNone;
   std::string token;       // kToken
   std::string token_file;  // kTokenFile

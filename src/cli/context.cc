@@ -2,6 +2,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
 #include "cli/config.h"
 #include "cli/login.h"
 #include "net/http_client.h"
@@ -26,6 +29,8 @@ absl::StatusOr<Connection> Context::ResolveConnection() const {
   flags.token = globals_.token;
   flags.token_file = globals_.token_file;
   flags.certificate_authority = globals_.certificate_authority;
+  flags.client_certificate = globals_.client_certificate;
+  flags.client_key = globals_.client_key;
   flags.context = globals_.context;
   return cli::ResolveConnection(flags, io_.env, ConfigPath(), ConfigExplicit());
 }
@@ -49,6 +54,28 @@ absl::StatusOr<ApiClient*> Context::Client() {
     if (options.ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
       return absl::InvalidArgumentError("CA file " + conn.ca_file + " (from " + conn.ca_source +
                                         ") holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+    }
+  }
+  if (!conn.client_cert_file.empty()) {
+    for (auto [file, what, marker, out] :
+         {std::tuple{&conn.client_cert_file, "client certificate file", "-----BEGIN CERTIFICATE-----",
+                     &options.client_cert_pem},
+          std::tuple{&conn.client_key_file, "client key file", "PRIVATE KEY-----", &options.client_key_pem}}) {
+      auto pem = ReadSmallFile(*file, what);
+      if (!pem.ok()) {
+        return absl::Status(pem.status().code(),
+                            std::string(pem.status().message()) + "; it was named by " + conn.client_cert_source);
+      }
+      if (pem->find(marker) == std::string::npos) {
+        return absl::InvalidArgumentError(absl::StrCat(what, " ", *file, " (from ", conn.client_cert_source,
+                                                       ") holds no PEM block (", marker, ")"));
+      }
+      *out = std::move(*pem);
+    }
+    if (a.rfind("https://", 0) != 0) {
+      return absl::InvalidArgumentError("a client certificate (from " + conn.client_cert_source +
+                                        ") needs an https:// server; " + a + " (from " + conn.server_source +
+                                        ") is not one");
     }
   }
   CommandRunner* runner = io_.runner;

@@ -34,6 +34,8 @@ struct GlobalOptions {
   std::string token;
   std::string token_file;
   std::string certificate_authority;
+  std::string client_certificate;
+  std::string client_key;
   std::string context;
 };
 

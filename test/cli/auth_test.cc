@@ -256,6 +256,42 @@ TEST_F(AuthTest, CredentialPrecedenceIsFlagsThenEnvThenContext) {
   EXPECT_EQ(c->server, "http://flag:5");
 }
 
+// A client certificate pair comes whole from one place: flags, then the environment, then the context; it
+// stands apart from the token, and keeps the local admin token out.
+TEST_F(AuthTest, ClientCertificatePairPrecedence) {
+  WriteConfig("current-context: m\ncontexts:\n- name: m\n  server: https://127.0.0.1:8443\n"
+              "  client-certificate: ~/ctx.crt\n  client-key: ~/ctx.key\n");
+  const std::string local = DefaultLocalAdminTokenPath(Env());
+  std::filesystem::create_directories(std::filesystem::path(local).parent_path());
+  std::ofstream(local) << "local-admin-token\n";
+  ConnectionFlags flags;
+  auto c = ResolveConnection(flags, Env(), config_, false);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->client_cert_file, std::string(Env()("HOME")) + "/ctx.crt");
+  EXPECT_EQ(c->client_key_file, std::string(Env()("HOME")) + "/ctx.key");
+  EXPECT_EQ(c->client_cert_source, "context m in " + config_);
+  EXPECT_EQ(c->kind, CredentialKind::kNone) << "a loopback server, yet no local admin token over the certificate";
+  cli_.env["FALCON_CLIENT_CERTIFICATE"] = "/env.crt";
+  cli_.env["FALCON_CLIENT_KEY"] = "/env.key";
+  c = ResolveConnection(flags, Env(), config_, false);
+  EXPECT_EQ(c->client_cert_file, "/env.crt");
+  EXPECT_EQ(c->client_cert_source, "FALCON_CLIENT_CERTIFICATE/FALCON_CLIENT_KEY");
+  flags.client_certificate = "/flag.crt";
+  flags.client_key = "/flag.key";
+  c = ResolveConnection(flags, Env(), config_, false);
+  EXPECT_EQ(c->client_key_file, "/flag.key");
+  EXPECT_EQ(c->client_cert_source, "--client-certificate/--client-key");
+  flags.client_key.clear();
+  c = ResolveConnection(flags, Env(), config_, false);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("give both"), std::string::npos) << c.status();
+  flags.client_certificate.clear();
+  cli_.env.erase("FALCON_CLIENT_KEY");
+  c = ResolveConnection(flags, Env(), config_, false);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(std::string(c.status().message()).find("set both"), std::string::npos) << c.status();
+}
+
 TEST_F(AuthTest, TopLevelServerStillWorksWithoutContexts) {
   WriteConfig("server: http://old-style:8080\n");
   auto c = ResolveConnection({}, Env(), config_, false);
@@ -279,6 +315,8 @@ TEST_F(AuthTest, ConfigErrorsNameTheFileAndLine) {
            {"server: http://x\ncurent-context: a\n", config_ + ":2: unknown key `curent-context`"},
            {"server: http://x\ncurrent-context: nope\ncontexts:\n- name: a\n",
             config_ + ":2: current-context nope names no context"},
+           {"contexts:\n- name: a\n  client-certificate: me.crt\n",
+            config_ + ":2: context a sets only one of `client-certificate` and `client-key`"},
        }) {
     WriteConfig(k.yaml);
     auto c = ResolveConnection({}, Env(), config_, false);

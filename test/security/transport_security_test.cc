@@ -189,16 +189,44 @@ TEST_F(TransportSecurity, OnlyCallersWithAClientCertificateReachTheControllersGr
 }
 
 TEST_F(TransportSecurity, AClientCertificateIsTheCallerAndTheCertificateReloadsOnDisk) {
-  // alice presents her client certificate (the CLI has no client-certificate option; curl has).
-  auto whoami = Process::Run({"curl", "-sS", "--cacert", P("ca.crt"), "--cert", P("alice.crt"), "--key",
-                              P("alice.key"), Server() + "/v1/whoami"},
-                             30s);
-  if (whoami.code == 127) GTEST_SKIP() << "curl is not installed";
+  // alice presents her client certificate through the CLI: by flags, by the environment, by a context.
+  auto whoami = Cli({"--client-certificate", P("alice.crt"), "--client-key", P("alice.key"), "whoami", "-o", "json"},
+                    {}, /*with_ca=*/true, /*with_token=*/false);
   ASSERT_EQ(whoami.code, 0) << whoami.output;
   json who = json::parse(whoami.output, nullptr, false);
   EXPECT_EQ(who.value("username", ""), "alice@example.com") << whoami.output;
   EXPECT_EQ(who.value("authenticator", ""), "x509") << whoami.output;
   EXPECT_EQ(who["roles"], json::array({"submitter"})) << whoami.output;
+  whoami = Cli({"whoami", "-o", "json"},
+               {{"FALCON_CLIENT_CERTIFICATE", P("alice.crt")}, {"FALCON_CLIENT_KEY", P("alice.key")}},
+               /*with_ca=*/true, /*with_token=*/false);
+  ASSERT_EQ(whoami.code, 0) << whoami.output;
+  EXPECT_NE(whoami.output.find("alice@example.com"), std::string::npos) << whoami.output;
+  auto set = Cli({"config", "set-context", "mtls", "--server", Server(), "--certificate-authority", P("ca.crt"),
+                  "--client-certificate", P("alice.crt"), "--client-key", P("alice.key"), "--current"},
+                 {}, /*with_ca=*/false, /*with_token=*/false);
+  ASSERT_EQ(set.code, 0) << set.output;
+  Process::Options po;
+  po.env["HOME"] = dir_.string();
+  po.unset_env = {"FALCON_SERVER", "FALCON_TOKEN", "FALCON_CA_FILE", "FALCON_CONTEXT", "FALCON_CONFIG",
+                  "XDG_CONFIG_HOME"};
+  auto by_context = Process::Run({kBin + "/falcon", "whoami", "-o", "json"}, 60s, po);
+  ASSERT_EQ(by_context.code, 0) << by_context.output;
+  EXPECT_NE(by_context.output.find("alice@example.com"), std::string::npos) << by_context.output;
+  fs::remove_all(dir_ / ".config");  // the rest of the test is the admin's
+  // Half a pair, or a certificate for a plain http:// server, is a clear error.
+  auto half = Cli({"--client-certificate", P("alice.crt"), "whoami"}, {}, true, false);
+  EXPECT_NE(half.code, 0);
+  EXPECT_NE(half.output.find("--client-certificate and --client-key go together"), std::string::npos) << half.output;
+  auto plain = Process::Run({kBin + "/falcon", "--server", "http://127.0.0.1:" + std::to_string(http_),
+                             "--client-certificate", P("alice.crt"), "--client-key", P("alice.key"), "whoami"},
+                            60s, po);
+  EXPECT_NE(plain.code, 0);
+  EXPECT_NE(plain.output.find("needs an https:// server"), std::string::npos) << plain.output;
+  auto swapped = Cli({"--client-certificate", P("alice.key"), "--client-key", P("alice.crt"), "whoami"}, {}, true,
+                     false);
+  EXPECT_NE(swapped.code, 0);
+  EXPECT_NE(swapped.output.find("holds no PEM block"), std::string::npos) << swapped.output;
 
   // Replace the pair on disk (as cert-manager does): new connections get serial 09 within a few seconds.
   PutPair("apiserver", ca_.Server(9, "falcon-apiserver"));
