@@ -68,6 +68,7 @@ struct Flags {
   double lease_duration = 15;
   std::string lease_file;
   double resync_interval = 10;
+  double purge_interval = 600;
   int workers = 4;
   int poll_batch = 100;
   double backoff_base = 0.5;
@@ -293,6 +294,11 @@ int main(int argc, char** argv) {
   app.add_option("--lease-duration", f.lease_duration, "seconds; a standby takes over within this")->capture_default_str()->check(CLI::Range(0.2, 3600.0));
   app.add_option("--lease-file", f.lease_file, "local leader election lock file (default <state-dir>/leader.lease)");
   app.add_option("--resync-interval", f.resync_interval, "seconds between full re-lists of Pods and records")->capture_default_str()->check(CLI::Range(0.05, 86400.0));
+  app.add_option("--purge-interval", f.purge_interval,
+                 "seconds between retention passes (what falcon-apiserver --analysis-retention made due)")
+      ->envname("FALCON_PURGE_INTERVAL")
+      ->capture_default_str()
+      ->check(CLI::Range(0.05, 86400.0));
   app.add_option("--workers", f.workers, "reconcile workers")->capture_default_str()->check(CLI::Range(1, 256));
   app.add_option("--poll-batch", f.poll_batch, "(Exp, artifact) pairs per offline poll")->capture_default_str()->check(CLI::Range(1, 1000));
   app.add_option("--backoff-base", f.backoff_base, "seconds, first retry delay")->capture_default_str()->check(CLI::Range(0.001, 3600.0));
@@ -392,6 +398,7 @@ int main(int argc, char** argv) {
   cfg.poll_interval = Ms(f.poll_interval);
   cfg.poll_batch = f.poll_batch;
   cfg.resync_interval = Ms(f.resync_interval);
+  cfg.purge_interval = Ms(f.purge_interval);
   cfg.workers = f.workers;
   cfg.backoff_base = Ms(f.backoff_base);
   cfg.backoff_max = Ms(f.backoff_max);

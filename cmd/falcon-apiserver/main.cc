@@ -142,6 +142,7 @@ int main(int argc, char** argv) {
   std::string policy_file;
   bool metrics_require_auth = false;
   std::string audit_retention = "720h";
+  std::string analysis_retention = "0";
   std::string admin_token_file, controller_token_file;
   app.add_option("--auth", auth_mode,
                  "access control: on, off, or auto (off when both listen addresses are loopback, on otherwise)")
@@ -160,6 +161,11 @@ int main(int argc, char** argv) {
       ->envname("FALCON_METRICS_REQUIRE_AUTH");
   app.add_option("--audit-retention", audit_retention, "audit events older than this are deleted (e.g. 720h; 0: kept)")
       ->envname("FALCON_AUDIT_RETENTION")
+      ->capture_default_str();
+  app.add_option("--analysis-retention", analysis_retention,
+                 "finished analyses (record, logs, results) are purged by the controller this long after "
+                 "they finished (e.g. 30d, 720h; 0: kept)")
+      ->envname("FALCON_ANALYSIS_RETENTION")
       ->capture_default_str();
   app.add_option("--admin-token-file", admin_token_file,
                  "with auth on: where the first start writes the local admin token (mode 0600); default "
@@ -241,9 +247,12 @@ int main(int argc, char** argv) {
                  "--insecure-no-auth): anyone who can reach this server may do anything",
                  http_listen, grpc_listen);
   }
-  auto retention = falcon::apiserver::ParseRetention(audit_retention);
+  auto retention = falcon::apiserver::ParseRetention(audit_retention, "event");
   if (!retention.ok()) return Fail("--audit-retention: " + std::string(retention.status().message()));
   service_options.audit_retention = *retention;
+  auto kept = falcon::apiserver::ParseRetention(analysis_retention, "analysis");
+  if (!kept.ok()) return Fail("--analysis-retention: " + std::string(kept.status().message()));
+  service_options.analysis_retention = *kept;
   service_options.insecure_no_auth = !auth_on && !loopback;
 
   // SIGTERM/SIGINT are handled by one thread (sigwait); block them before any other thread starts so

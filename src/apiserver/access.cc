@@ -64,6 +64,7 @@ const std::vector<AccessRule>& AccessTable() {
       {"GetAnalysisRecord", Need::kViewer},
       {"ListAnalysisRecords", Need::kViewer},
       {"ListRunningAnalyses", Need::kViewer},
+      {"ListPurgeableAnalyses", Need::kViewer},
       {"CreateAnalysisRecord", Need::kController, false, true},
       {"UpdateAnalysisRecord", Need::kController, false, true},
       {"DeleteAnalysisRecord", Need::kController, false, true},

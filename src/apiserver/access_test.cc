@@ -202,6 +202,7 @@ TEST_F(AccessTest, EveryGrpcMethodFollowsTheAccessTable) {
       {"UpdateAnalysisRecord", [](auto& s, auto* c) { UpdateAnalysisRecordRequest q; AnalysisRecord r; return s.UpdateAnalysisRecord(c, q, &r); }},
       {"DeleteAnalysisRecord", [](auto& s, auto* c) { DeleteAnalysisRecordRequest q; DeleteAnalysisRecordResponse r; return s.DeleteAnalysisRecord(c, q, &r); }},
       {"ListRunningAnalyses", [](auto& s, auto* c) { ListRunningAnalysesRequest q; ListRunningAnalysesResponse r; return s.ListRunningAnalyses(c, q, &r); }},
+      {"ListPurgeableAnalyses", [](auto& s, auto* c) { ListPurgeableAnalysesRequest q; ListPurgeableAnalysesResponse r; return s.ListPurgeableAnalyses(c, q, &r); }},
       {"GetExp", [](auto& s, auto* c) { GetExpRequest q; q.set_exp_id("e1"); GetExpResponse r; return s.GetExp(c, q, &r); }},
       {"AcquireLeaderEpoch", [](auto& s, auto* c) { AcquireLeaderEpochRequest q; AcquireLeaderEpochResponse r; return s.AcquireLeaderEpoch(c, q, &r); }},
   };

@@ -138,7 +138,16 @@ grpc::Status FalconApiService::DeleteAnalysisRecord(grpc::ServerContext* ctx,
                                                     const api::v1::DeleteAnalysisRecordRequest* req,
                                                     api::v1::DeleteAnalysisRecordResponse*) {
   return Serve("DeleteAnalysisRecord", ctx, /*fenced=*/true, [&](const RequestContext& rc) -> absl::Status {
-    return service_.DeleteAnalysisRecord(rc, req->analysis_id());
+    return service_.DeleteAnalysisRecord(rc, req->analysis_id(), req->retention());
+  });
+}
+
+grpc::Status FalconApiService::ListPurgeableAnalyses(grpc::ServerContext* ctx,
+                                                     const api::v1::ListPurgeableAnalysesRequest* req,
+                                                     api::v1::ListPurgeableAnalysesResponse* resp) {
+  return Serve("ListPurgeableAnalyses", ctx, /*fenced=*/false, [&](const RequestContext& rc) -> absl::Status {
+    FALCON_ASSIGN_OR_RETURN(*resp, service_.ListPurgeableAnalyses(rc, *req));
+    return absl::OkStatus();
   });
 }
 

@@ -58,6 +58,8 @@ class FalconApiService final : public api::v1::FalconAPIService::Service {
   grpc::Status ListRunningAnalyses(grpc::ServerContext* ctx,
                                    const api::v1::ListRunningAnalysesRequest* req,
                                    api::v1::ListRunningAnalysesResponse* resp) override;
+  grpc::Status ListPurgeableAnalyses(grpc::ServerContext* ctx, const api::v1::ListPurgeableAnalysesRequest* req,
+                                     api::v1::ListPurgeableAnalysesResponse* resp) override;
   grpc::Status GetExp(grpc::ServerContext* ctx, const api::v1::GetExpRequest* req,
                       api::v1::GetExpResponse* resp) override;
   grpc::Status AcquireLeaderEpoch(grpc::ServerContext* ctx, const api::v1::AcquireLeaderEpochRequest* req,

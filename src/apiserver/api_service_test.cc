@@ -634,3 +634,98 @@ TEST_F(ApiserverGrpcTest, AwaitingAnalysisAndGetExp) {
 
 }  // namespace
 }  // namespace falcon::apiserver
+
+namespace falcon::apiserver {
+namespace {
+
+using namespace api::v1;  // NOLINT
+
+// Retention (--analysis-retention): every terminal record says when it will be purged, ListPurgeableAnalyses
+// hands out only what is due, and a retention delete of anything else is refused.
+TEST(ApiServiceRetentionTest, PurgeAfterIsSaidAndOnlyDueRecordsArePurgeable) {
+  char tmpl[] = "/tmp/falcon-apiserver-retention-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::filesystem::path dir = tmpl;
+  auto store = store::OpenStore("sqlite://" + (dir / "falcon.db").string());
+  ASSERT_TRUE(store.ok()) << store.status();
+  FakeClock clock;
+  FakeRandom random;
+  ApiServiceOptions options;
+  options.analysis_retention = std::chrono::hours(24);
+  ApiService svc(**store, nullptr, nullptr, clock, random, options);
+  ApiService off(**store, nullptr, nullptr, clock, random);  // retention off, same database
+
+  RequestContext ctx;
+  ctx.caller.unrestricted = true;
+  auto epoch = svc.AcquireLeaderEpoch(ctx, [] {
+    AcquireLeaderEpochRequest r;
+    r.set_lease_name(kControllerLeaseName);
+    r.set_holder_identity("replica-a");
+    return r;
+  }());
+  ASSERT_TRUE(epoch.ok()) << epoch.status();
+  ctx.lease_epoch = epoch->epoch();
+  Exp e;
+  e.set_exp_id("e1");
+  e.set_name("e1");
+  e.set_status(EXP_STATUS_COMPLETED);
+  ASSERT_TRUE(svc.CreateExp(ctx, e).ok());
+
+  auto create = [&] {
+    AnalysisRecord r;
+    r.set_exp_id("e1");
+    r.set_analysis_type(ANALYSIS_TYPE_ONLINE);
+    r.set_command("true");
+    auto c = svc.CreateAnalysisRecord(ctx, r);
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? c->analysis_id() : "";
+  };
+  auto set_status = [&](const std::string& id, AnalysisStatus st) {
+    AnalysisRecord r;
+    r.set_status(st);
+    auto u = svc.UpdateAnalysisRecord(ctx, id, r, {"status"});
+    EXPECT_TRUE(u.ok()) << u.status();
+    return u.ok() ? *u : AnalysisRecord();
+  };
+  const std::string old_id = create(), running_id = create();
+  set_status(running_id, ANALYSIS_STATUS_RUNNING);
+  EXPECT_FALSE(svc.GetAnalysisRecord(ctx, running_id)->has_purge_after()) << "not while it runs";
+  set_status(old_id, ANALYSIS_STATUS_RUNNING);
+  const AnalysisRecord finished = set_status(old_id, ANALYSIS_STATUS_SUCCEEDED);
+  ASSERT_TRUE(finished.has_purge_after()) << "the update's answer says it";
+  EXPECT_EQ(finished.purge_after().seconds(), finished.updated_at().seconds() + 86400);
+  EXPECT_EQ(svc.GetAnalysis(ctx, old_id)->purge_after().seconds(), finished.purge_after().seconds());
+  auto page = svc.ListAnalyses(ctx, store::ListAnalysesQuery{});
+  ASSERT_TRUE(page.ok()) << page.status();
+  for (const auto& r : page->records) EXPECT_EQ(r.has_purge_after(), r.analysis_id() == old_id);
+  EXPECT_FALSE(off.GetAnalysis(ctx, old_id)->has_purge_after()) << "retention off: no date";
+
+  // Not yet due: listed by nobody, a retention delete refused.
+  EXPECT_EQ(svc.ListPurgeableAnalyses(ctx, {})->records_size(), 0);
+  absl::Status early = svc.DeleteAnalysisRecord(ctx, old_id, /*retention=*/true);
+  EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition) << early;
+  EXPECT_NE(early.message().find("purge_after has not passed"), std::string::npos) << early;
+
+  clock.Advance(std::chrono::hours(25));
+  auto due = svc.ListPurgeableAnalyses(ctx, {});
+  ASSERT_TRUE(due.ok()) << due.status();
+  ASSERT_EQ(due->records_size(), 1);
+  EXPECT_EQ(due->records(0).analysis_id(), old_id);
+  EXPECT_TRUE(due->records(0).has_purge_after());
+  EXPECT_EQ(off.ListPurgeableAnalyses(ctx, {})->records_size(), 0) << "retention off: nothing is due";
+  absl::Status off_delete = off.DeleteAnalysisRecord(ctx, old_id, /*retention=*/true);
+  EXPECT_NE(off_delete.message().find("retention is off"), std::string::npos) << off_delete;
+  absl::Status running = svc.DeleteAnalysisRecord(ctx, running_id, /*retention=*/true);
+  EXPECT_NE(running.message().find("has not finished"), std::string::npos) << running;
+  ListPurgeableAnalysesRequest big;
+  big.set_limit(1001);
+  EXPECT_EQ(svc.ListPurgeableAnalyses(ctx, big).status().code(), absl::StatusCode::kInvalidArgument);
+
+  ASSERT_TRUE(svc.DeleteAnalysisRecord(ctx, old_id, /*retention=*/true).ok());
+  EXPECT_EQ(svc.GetAnalysisRecord(ctx, old_id).status().code(), absl::StatusCode::kNotFound);
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+}
+
+}  // namespace
+}  // namespace falcon::apiserver

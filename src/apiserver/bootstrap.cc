@@ -17,9 +17,9 @@
 
 namespace falcon::apiserver {
 
-absl::StatusOr<std::chrono::seconds> ParseRetention(const std::string& text) {
+absl::StatusOr<std::chrono::seconds> ParseRetention(const std::string& text, const std::string& what) {
   if (text == "0") return std::chrono::seconds(0);
-  auto bad = absl::InvalidArgumentError("\"" + text + "\" is not a duration: use e.g. 720h, 30d, 90m, or 0 to keep every event");
+  auto bad = absl::InvalidArgumentError("\"" + text + "\" is not a duration: use e.g. 720h, 30d, 90m, or 0 to keep every " + what);
   if (text.size() < 2) return bad;
   int64_t n = 0;
   if (!absl::SimpleAtoi(text.substr(0, text.size() - 1), &n) || n <= 0 || n > 100'000'000) return bad;

@@ -19,7 +19,7 @@ namespace falcon::apiserver {
 
 using falcon::IsLoopbackHost;  // common/listen_address.h
 // "720h", "30m", "45s", "7d"; "0" turns retention off (zero).
-absl::StatusOr<std::chrono::seconds> ParseRetention(const std::string& text);
+absl::StatusOr<std::chrono::seconds> ParseRetention(const std::string& text, const std::string& what = "event");
 
 struct BootstrapPaths {
   std::string admin_token_file;       // empty: none written

@@ -300,12 +300,14 @@ absl::StatusOr<store::AnalysisPage> ApiService::ListAnalyses(const RequestContex
     FALCON_RETURN_IF_ERROR(api::ValidateEnum(api::v1::AnalysisStatus_descriptor(), s, "status", false));
   }
   FALCON_RETURN_IF_ERROR(api::ValidatePageToken(q.page_token));
-  return store_.ListAnalysisRecords(q);
+  FALCON_ASSIGN_OR_RETURN(store::AnalysisPage page, store_.ListAnalysisRecords(q));
+  for (auto& r : page.records) SetPurgeAfter(r);
+  return page;
 }
 
 absl::StatusOr<api::v1::AnalysisRecord> ApiService::GetAnalysis(const RequestContext&, const std::string& id) {
   if (id.empty()) return absl::InvalidArgumentError("analysis_id is required");
-  return store_.GetAnalysisRecord(id);
+  return ReadRecord(id);
 }
 
 absl::StatusOr<api::v1::AnalysisRecord> ApiService::CancelAnalysis(const RequestContext& ctx,
@@ -320,7 +322,7 @@ absl::StatusOr<api::v1::AnalysisRecord> ApiService::CancelAnalysis(const Request
   FALCON_RETURN_IF_ERROR(controller->CancelAnalysis(cancel).status());
   // The record as it is now, for the caller to show; one deleted in the meantime is NOT_FOUND, like any
   // other read of it (never a partial record).
-  return store_.GetAnalysisRecord(id);
+  return ReadRecord(id);
 }
 
 absl::Status ApiService::DeleteAnalysis(const RequestContext& ctx, const std::string& id, bool purge) {
@@ -346,7 +348,7 @@ absl::StatusOr<analyzer::v1::GetAnalysisLogsResponse> ApiService::GetLogs(
 
 absl::StatusOr<ResultList> ApiService::ListResults(const RequestContext&, const std::string& id) {
   ResultList out;
-  FALCON_ASSIGN_OR_RETURN(out.record, store_.GetAnalysisRecord(id));
+  FALCON_ASSIGN_OR_RETURN(out.record, ReadRecord(id));
   FALCON_ASSIGN_OR_RETURN(objstore::ObjectStore * objects, Objects());
   const std::string prefix = AnalysisPrefix(out.record.exp_id(), out.record.analysis_id());
   auto listed = objects->List(prefix);

@@ -100,6 +100,10 @@ struct ApiServiceOptions {
   AccessControl* access = nullptr;
   // Audit events older than this are deleted by PurgeAudit (--audit-retention); zero: kept.
   std::chrono::seconds audit_retention{0};
+  // Terminal analyses are purged (record, logs, results) this long after they finished, by the controller
+  // (--analysis-retention; ListPurgeableAnalyses); every terminal record read says when (purge_after).
+  // Zero: kept.
+  std::chrono::seconds analysis_retention{0};
   // Access control is off on a non-loopback address (--insecure-no-auth): /readyz says so.
   bool insecure_no_auth = false;
   // One line per TLS listener for /readyz ("tls: on, certificate ..."); null: nothing said.
@@ -211,9 +215,14 @@ class ApiService {
   absl::StatusOr<api::v1::AnalysisRecord> UpdateAnalysisRecord(const RequestContext& ctx, const std::string& id,
                                                                const api::v1::AnalysisRecord& record,
                                                                const std::vector<std::string>& paths);
-  absl::Status DeleteAnalysisRecord(const RequestContext& ctx, const std::string& id);
+  // `retention`: a retention purge (DeleteAnalysisRecordRequest.retention), FAILED_PRECONDITION unless the
+  // record is due.
+  absl::Status DeleteAnalysisRecord(const RequestContext& ctx, const std::string& id, bool retention = false);
   absl::StatusOr<api::v1::ListRunningAnalysesResponse> ListRunningAnalyses(
       const RequestContext& ctx, const api::v1::ListRunningAnalysesRequest& req);
+  // Terminal records past their purge_after, oldest first (empty when analysis_retention is off).
+  absl::StatusOr<api::v1::ListPurgeableAnalysesResponse> ListPurgeableAnalyses(
+      const RequestContext& ctx, const api::v1::ListPurgeableAnalysesRequest& req);
   // Issues the next epoch of kControllerLeaseName to req.holder_identity (Store::AcquireLeaderEpoch).
   // INVALID_ARGUMENT for another lease name or an empty holder.
   absl::StatusOr<api::v1::AcquireLeaderEpochResponse> AcquireLeaderEpoch(
@@ -224,6 +233,10 @@ class ApiService {
   absl::StatusOr<std::string> CreateAnalysisFor(const RequestContext& ctx, analyzer::v1::CreateAnalysisRequest req,
                                                 bool rerun);
   absl::Status CheckFencing(const RequestContext& ctx);
+  // Sets purge_after on a terminal record when retention is on (every record this service hands out).
+  void SetPurgeAfter(api::v1::AnalysisRecord& r) const;
+  // store_.GetAnalysisRecord with SetPurgeAfter.
+  absl::StatusOr<api::v1::AnalysisRecord> ReadRecord(const std::string& id);
   absl::StatusOr<ControllerClient*> Controller();
   absl::StatusOr<objstore::ObjectStore*> Objects();
   // OK if `uri` lies under artifact_roots_; INVALID_ARGUMENT naming them otherwise.

@@ -9,6 +9,7 @@
 #include "common/status.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/util/time_util.h"
+#include "falcon/api/v1/status_words.h"
 #include "spdlog/spdlog.h"
 
 namespace falcon::apiserver {
@@ -25,6 +26,21 @@ absl::Status RequireId(const std::string& value, const char* field) {
 }
 
 }  // namespace
+
+void ApiService::SetPurgeAfter(api::v1::AnalysisRecord& r) const {
+  if (options_.analysis_retention.count() <= 0 || !api::v1::IsTerminal(r.status())) {
+    r.clear_purge_after();
+    return;
+  }
+  *r.mutable_purge_after() =
+      r.updated_at() + google::protobuf::util::TimeUtil::SecondsToDuration(options_.analysis_retention.count());
+}
+
+absl::StatusOr<api::v1::AnalysisRecord> ApiService::ReadRecord(const std::string& id) {
+  FALCON_ASSIGN_OR_RETURN(api::v1::AnalysisRecord r, store_.GetAnalysisRecord(id));
+  SetPurgeAfter(r);
+  return r;
+}
 
 absl::Status ApiService::CheckFencing(const RequestContext& ctx) {
   // Only the controller identity writes records (the access table says so too; this holds even if a rule
@@ -141,7 +157,7 @@ absl::StatusOr<api::v1::CreateAnalysisRecordResponse> ApiService::CreateAnalysis
 absl::StatusOr<api::v1::AnalysisRecord> ApiService::GetAnalysisRecord(const RequestContext&,
                                                                       const std::string& id) {
   FALCON_RETURN_IF_ERROR(RequireId(id, "analysis_id"));
-  return store_.GetAnalysisRecord(id);
+  return ReadRecord(id);
 }
 
 absl::StatusOr<api::v1::ListAnalysisRecordsResponse> ApiService::ListAnalysisRecords(
@@ -160,7 +176,10 @@ absl::StatusOr<api::v1::ListAnalysisRecordsResponse> ApiService::ListAnalysisRec
   q.page_token = req.page_token();
   FALCON_ASSIGN_OR_RETURN(auto page, store_.ListAnalysisRecords(q));
   api::v1::ListAnalysisRecordsResponse resp;
-  for (auto& r : page.records) *resp.add_records() = std::move(r);
+  for (auto& r : page.records) {
+    SetPurgeAfter(r);
+    *resp.add_records() = std::move(r);
+  }
   resp.set_next_page_token(page.next_page_token);
   return resp;
 }
@@ -173,14 +192,46 @@ absl::StatusOr<api::v1::AnalysisRecord> ApiService::UpdateAnalysisRecord(const R
   FALCON_RETURN_IF_ERROR(api::ValidateRecordUpdate(record, paths));
   FALCON_RETURN_IF_ERROR(CheckFencing(ctx));
   const store::Fence fence{kControllerLeaseName, *ctx.lease_epoch};
-  return store_.UpdateAnalysisRecord(id, record, paths, clock_.Now(), &fence);
+  FALCON_ASSIGN_OR_RETURN(api::v1::AnalysisRecord updated,
+                          store_.UpdateAnalysisRecord(id, record, paths, clock_.Now(), &fence));
+  SetPurgeAfter(updated);
+  return updated;
 }
 
-absl::Status ApiService::DeleteAnalysisRecord(const RequestContext& ctx, const std::string& id) {
+absl::Status ApiService::DeleteAnalysisRecord(const RequestContext& ctx, const std::string& id, bool retention) {
   FALCON_RETURN_IF_ERROR(RequireId(id, "analysis_id"));
   FALCON_RETURN_IF_ERROR(CheckFencing(ctx));
+  if (retention) {
+    // Only what retention has made due: a purge can never take a running or a recent analysis.
+    FALCON_ASSIGN_OR_RETURN(api::v1::AnalysisRecord cur, ReadRecord(id));
+    if (!cur.has_purge_after() || cur.purge_after() > ToProto(clock_.Now())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "analysis ", id, " is not due for purging: ",
+          options_.analysis_retention.count() <= 0 ? "retention is off (--analysis-retention=0)"
+          : !api::v1::IsTerminal(cur.status())     ? "it has not finished"
+                                                   : "its purge_after has not passed"));
+    }
+  }
   const store::Fence fence{kControllerLeaseName, *ctx.lease_epoch};
-  return store_.DeleteAnalysisRecord(id, &fence);
+  return store_.DeleteAnalysisRecord(
+      id, &fence, retention ? store::Store::DeleteReason::kRetention : store::Store::DeleteReason::kUser);
+}
+
+absl::StatusOr<api::v1::ListPurgeableAnalysesResponse> ApiService::ListPurgeableAnalyses(
+    const RequestContext&, const api::v1::ListPurgeableAnalysesRequest& req) {
+  if (req.limit() < 0 || req.limit() > 1000) {
+    return absl::InvalidArgumentError(absl::StrCat("limit must be between 0 (default 100) and 1000, got ", req.limit()));
+  }
+  api::v1::ListPurgeableAnalysesResponse resp;
+  if (options_.analysis_retention.count() <= 0) return resp;
+  FALCON_ASSIGN_OR_RETURN(std::vector<api::v1::AnalysisRecord> records,
+                          store_.ListPurgeableAnalyses(clock_.Now() - options_.analysis_retention,
+                                                       req.limit() == 0 ? 100 : req.limit()));
+  for (auto& r : records) {
+    SetPurgeAfter(r);
+    *resp.add_records() = std::move(r);
+  }
+  return resp;
 }
 
 absl::StatusOr<api::v1::ListRunningAnalysesResponse> ApiService::ListRunningAnalyses(

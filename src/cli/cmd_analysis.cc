@@ -226,6 +226,9 @@ int Get(Context& ctx, const AnalysisOptions& o) {
       {"Error", Str(*rec, "error_message")},
       {"Created", a["created_at"].is_string() ? s("created_at") + " (" + ctx.Age(*rec, "created_at") + " ago)" : ""},
       {"Updated", a["updated_at"].is_string() ? s("updated_at") : ""},
+      {"Purge after", a["purge_after"].is_string() ? s("purge_after") + " (" + ctx.Until(*rec, "purge_after") +
+                                                          "; record, logs and results are deleted then)"
+                                                    : ""},
   });
   return kExitOk;
 }

@@ -116,6 +116,13 @@ std::string Context::Age(const nlohmann::json& obj, const char* key) const {
   return HumanDuration(std::chrono::duration_cast<std::chrono::seconds>(io_.clock->Now() - *t));
 }
 
+std::string Context::Until(const nlohmann::json& obj, const char* key) const {
+  auto t = Timestamp(obj, key);
+  if (!t) return "-";
+  const auto left = std::chrono::duration_cast<std::chrono::seconds>(*t - io_.clock->Now());
+  return left.count() > 0 ? "in " + HumanDuration(left) : "due now";
+}
+
 void Context::Sleep() {
   io_.clock->SleepFor(io_.poll_interval, [] { return false; });
 }

@@ -80,6 +80,8 @@ class Context {
 
   // How long ago the timestamp field `key` of `obj` was ("3m12s"); "-" when it has none.
   std::string Age(const nlohmann::json& obj, const char* key) const;
+  // How long until it ("in 29d23h"), "due now" once passed; "-" when it has none.
+  std::string Until(const nlohmann::json& obj, const char* key) const;
   // Sleeps one poll interval (--wait/--follow).
   void Sleep();
 

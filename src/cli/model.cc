@@ -146,6 +146,8 @@ ordered_json AnalysisJson(const nlohmann::json& r) {
   o["resource_override"] = std::move(res);
   o["rerun_of"] = rec.rerun_of();
   o["infra_retries"] = rec.infra_retries();
+  // Retention (the server's --analysis-retention): when a finished analysis will be purged; null otherwise.
+  o["purge_after"] = TimeJson(r, "purge_after");
   return o;
 }
 

@@ -56,7 +56,12 @@ class ApiClient {
   virtual absl::StatusOr<apiv1::AnalysisRecord> UpdateAnalysisRecord(
       const std::string& id, const apiv1::AnalysisRecord& record,
       const std::vector<std::string>& paths) = 0;
-  virtual absl::Status DeleteAnalysisRecord(const std::string& id) = 0;
+  // `retention`: a retention purge (the record must be due; an offline record's artifact then stays
+  // analysed instead of awaiting offline analysis again).
+  virtual absl::Status DeleteAnalysisRecord(const std::string& id, bool retention = false) = 0;
+  // Terminal records whose retention has run out (purge_after passed), oldest first, at most `limit`
+  // (1..1000), slim. Empty when the API server's retention is off.
+  virtual absl::StatusOr<std::vector<apiv1::AnalysisRecord>> ListPurgeableAnalyses(int limit) = 0;
   // Every PENDING and RUNNING record (pending first, oldest first within each), slim: no command or
   // script (GetAnalysisRecord has them). Paged underneath.
   virtual absl::StatusOr<std::vector<apiv1::AnalysisRecord>> ListRunningAnalyses() = 0;

@@ -28,6 +28,8 @@ struct ControllerConfig {
   // Offline poller: how often, and how many (Exp, Artifact) pairs per call.
   std::chrono::milliseconds poll_interval{std::chrono::seconds(10)};
   int poll_batch = 100;
+  // Retention (the API server's --analysis-retention): how often the leader purges what is due.
+  std::chrono::milliseconds purge_interval{std::chrono::minutes(10)};
   // Periodic resync: re-list Pods and non-terminal records and reconcile each.
   std::chrono::milliseconds resync_interval{std::chrono::seconds(10)};
   // Reconcile workers (each processes one analysis at a time).

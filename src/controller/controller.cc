@@ -36,6 +36,7 @@ void Controller::Start() {
   for (int i = 0; i < std::max(1, ctx_.config.workers); ++i) threads_.emplace_back([this] { WorkerLoop(); });
   threads_.emplace_back([this] { ControlLoop(); });
   threads_.emplace_back([this] { PollerLoop(); });
+  threads_.emplace_back([this] { RetentionLoop(); });
   leader::Callbacks cb;
   cb.on_started_leading = [this](int64_t epoch) { OnStartedLeading(epoch); };
   cb.on_stopped_leading = [this] { OnStoppedLeading(); };
@@ -161,6 +162,20 @@ void Controller::PollerLoop() {
       if (!s.ok()) spdlog::warn("offline poll failed: {}", std::string(s.message()));
     }
     ctx_.deps.clock->SleepFor(ctx_.config.poll_interval, [&] { return ctx_.stopping.load(); });
+  }
+}
+
+void Controller::RetentionLoop() {
+  // The first pass as soon as the replica acts, then one every purge_interval while it does.
+  while (!ctx_.stopping.load()) {
+    if (!ctx_.acting.load()) {
+      ctx_.deps.clock->SleepFor(std::chrono::milliseconds(500),
+                                [&] { return ctx_.stopping.load() || ctx_.acting.load(); });
+      continue;
+    }
+    auto counts = purger_.PurgeOnce();
+    if (!counts.ok()) spdlog::warn("retention pass failed: {}", std::string(counts.status().message()));
+    ctx_.deps.clock->SleepFor(ctx_.config.purge_interval, [&] { return ctx_.stopping.load(); });
   }
 }
 

@@ -7,6 +7,8 @@
 //  - Recovery (recovery.h): on becoming leader, rebuilds admission from the runtime's Pods and the
 //    non-terminal records and starts the Pod watch; the periodic resync.
 //  - OfflinePoller (offline_poller.h): creates offline analyses for completed Exps' artifacts.
+//  - RetentionPurger (retention.h): purges finished analyses whose retention ran out, every
+//    purge_interval, on its own thread (a slow purge never holds the poller or the resync).
 //  - Operations (operations.h): the AnalyzerControllerService's requests.
 //
 // Leadership: campaigns through the LeaderElector. On becoming leader it first gets a fencing epoch from
@@ -32,6 +34,7 @@
 #include "controller/operations.h"
 #include "controller/reconciler.h"
 #include "controller/recovery.h"
+#include "controller/retention.h"
 #include "falcon/analyzer/v1/analyzer.pb.h"
 
 namespace falcon::controller {
@@ -87,6 +90,7 @@ class Controller {
   void WorkerLoop();
   void ControlLoop();
   void PollerLoop();
+  void RetentionLoop();
   // Reconciles one key handed out by the work queue and tells the queue how it went.
   void ProcessKey(const std::string& key);
 
@@ -95,6 +99,7 @@ class Controller {
   Recovery recovery_{ctx_};
   Operations ops_{ctx_};
   OfflinePoller poller_{ctx_, ops_};
+  RetentionPurger purger_{ctx_, ops_};
 
   std::atomic<bool> started_{false};
   std::atomic<uint64_t> leader_gen_{0};  // bumped on every leadership change; the control loop follows it

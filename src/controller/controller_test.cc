@@ -499,6 +499,71 @@ TEST_F(ControllerTest, DeleteWithAndWithoutPurge) {
   EXPECT_TRUE(c_->DeleteAnalysis(a, true).ok()) << "idempotent";
 }
 
+// A user's purge deletes the objects before the record: when the object store fails, the record stays
+// (a delete again finishes the job) and no object is left that no record leads to.
+TEST_F(ControllerTest, APurgeThatFailsKeepsTheRecord) {
+  std::string a = Online();
+  Peer().DrainQueue();
+  store_.Set("analysis/e1/" + a + "/output.log", "x");
+  store_.FailNext(1);
+  absl::Status s = c_->DeleteAnalysis(a, true);
+  EXPECT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(std::string(s.message()), "the record is kept")) << s;
+  EXPECT_TRUE(api_.GetAnalysisRecord(a).ok()) << "the record is still there";
+  ASSERT_TRUE(c_->DeleteAnalysis(a, true).ok());
+  EXPECT_EQ(api_.GetAnalysisRecord(a).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(store_.Has("analysis/e1/" + a + "/output.log"));
+}
+
+// Retention: a pass purges what the API server made due (its Pod, its objects, then the record, as a
+// retention delete), leaves everything else, counts a failure and tries it again on the next pass; a purged
+// offline analysis is not created again by the poller.
+TEST_F(ControllerTest, RetentionPurgesDueAnalysesObjectsFirstAndNeverAnalysesThemAgain) {
+  ASSERT_TRUE(Peer().PollOnce().ok());
+  Peer().DrainQueue();
+  ASSERT_EQ(api_.AllRecords().size(), 1u);
+  const std::string offline = api_.AllRecords()[0].analysis_id();
+  const std::string kept = Online(), running = Online();
+  Peer().DrainQueue();
+  for (const std::string& id : {offline, kept}) {
+    rt_.SetPhase(Pod(id), PodPhase::kSucceeded);
+    store_.Set("analysis/e1/" + id + "/output.log", "log of " + id);
+    store_.Set("analysis/e1/" + id + "/results.jsonl", "{}\n");
+  }
+  Peer().DrainQueue();
+  ASSERT_EQ(Status(offline), ANALYSIS_STATUS_SUCCEEDED);
+  ASSERT_EQ(Status(kept), ANALYSIS_STATUS_SUCCEEDED);
+  ASSERT_EQ(Status(running), ANALYSIS_STATUS_RUNNING);
+
+  auto none = Peer().PurgeOnce();
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_EQ(none->purged, 0) << "nothing is due yet";
+
+  api_.MakeDue(offline);
+  store_.FailNext(1);  // the first try fails at the object store: the record stays
+  auto first = Peer().PurgeOnce();
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->failed, 1);
+  EXPECT_TRUE(api_.GetAnalysisRecord(offline).ok());
+  auto second = Peer().PurgeOnce();
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->purged, 1);
+  EXPECT_EQ(api_.GetAnalysisRecord(offline).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_FALSE(rt_.Exists(Pod(offline))) << "its finished Pod is gone too";
+  EXPECT_FALSE(store_.Has("analysis/e1/" + offline + "/output.log"));
+  EXPECT_FALSE(store_.Has("analysis/e1/" + offline + "/results.jsonl"));
+  EXPECT_TRUE(store_.Has("analysis/e1/" + kept + "/output.log")) << "not due: kept";
+  EXPECT_EQ(api_.purged_artifacts().size(), 1u) << "deleted as a retention purge";
+  EXPECT_TRUE(absl::StrContains(metrics_.RenderPrometheus(),
+                                "falcon_controller_retention_purges_total{result=\"purged\"} 1"));
+
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(Peer().PollOnce().ok());
+    Peer().DrainQueue();
+  }
+  EXPECT_EQ(api_.AllRecords().size(), 2u) << "the purged offline analysis is not created again";
+}
+
 TEST_F(ControllerTest, ValidationSaysWhatToFix) {
   analyzerv1::CreateAnalysisRequest req;
   req.set_analysis_type(api::v1::ANALYSIS_TYPE_ONLINE);

@@ -105,13 +105,25 @@ class GrpcApiClient : public ApiClient {
     return resp;
   }
 
-  absl::Status DeleteAnalysisRecord(const std::string& id) override {
+  absl::Status DeleteAnalysisRecord(const std::string& id, bool retention) override {
     apiv1::DeleteAnalysisRecordRequest req;
     req.set_analysis_id(id);
+    req.set_retention(retention);
     apiv1::DeleteAnalysisRecordResponse resp;
     return Call("DeleteAnalysisRecord", true, [&](grpc::ClientContext* c) {
       return stub_->DeleteAnalysisRecord(c, req, &resp);
     });
+  }
+
+  absl::StatusOr<std::vector<apiv1::AnalysisRecord>> ListPurgeableAnalyses(int limit) override {
+    apiv1::ListPurgeableAnalysesRequest req;
+    req.set_limit(limit);
+    apiv1::ListPurgeableAnalysesResponse resp;
+    FALCON_RETURN_IF_ERROR(Call("ListPurgeableAnalyses", false, [&](grpc::ClientContext* c) {
+      return stub_->ListPurgeableAnalyses(c, req, &resp);
+    }));
+    return std::vector<apiv1::AnalysisRecord>(std::make_move_iterator(resp.mutable_records()->begin()),
+                                              std::make_move_iterator(resp.mutable_records()->end()));
   }
 
   absl::StatusOr<std::vector<apiv1::AnalysisRecord>> ListRunningAnalyses() override {

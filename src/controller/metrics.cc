@@ -21,6 +21,10 @@ ControllerMetrics::ControllerMetrics()
       infra_retries_(registry_.AddCounter("falcon_controller_infra_retries_total",
                                           "Analyses run again after an infrastructure failure, by its reason.",
                                           {"reason"})),
+      retention_purges_(registry_.AddCounter("falcon_controller_retention_purges_total",
+                                             "Finished analyses purged by retention (record, Pod, logs and "
+                                             "results), by result (purged, failed).",
+                                             {"result"})),
       finished_(registry_.AddCounter("falcon_controller_analyses_finished_total",
                                      "Analyses this replica moved to a final status.", {"status"})),
       reconcile_seconds_(registry_.AddHistogram("falcon_controller_reconcile_duration_seconds",
@@ -31,6 +35,7 @@ ControllerMetrics::ControllerMetrics()
   pods_created_.Touch();
   reconcile_errors_.Touch();
   for (const char* s : {"cancelled", "failed", "succeeded"}) finished_.Touch({s});
+  for (const char* s : {"purged", "failed"}) retention_purges_.Touch({s});
   reconcile_seconds_.Touch();
 }
 

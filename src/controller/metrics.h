@@ -33,6 +33,8 @@ class ControllerMetrics {
   void CountReconcileError() { reconcile_errors_.Increment(); }
   // An analysis run again after an infrastructure failure; `reason` is the Pod's (Evicted, deleted, ...).
   void CountInfraRetry(const std::string& reason) { infra_retries_.Increment({reason}); }
+  // One retention purge of an analysis: "purged", or "failed" (tried again on the next pass).
+  void CountRetentionPurge(const std::string& result) { retention_purges_.Increment({result}); }
   void ObserveReconcileSeconds(double seconds);
   void SetGaugeSource(std::function<GaugeSnapshot()> source);
 
@@ -51,6 +53,7 @@ class ControllerMetrics {
   net::Counter& pods_created_;
   net::Counter& reconcile_errors_;
   net::Counter& infra_retries_;
+  net::Counter& retention_purges_;
   net::Counter& finished_;
   net::Histogram& reconcile_seconds_;
 };

@@ -7,6 +7,7 @@
 #include "common/ids.h"
 #include "common/status.h"
 #include "controller/pod_builder.h"
+#include "google/protobuf/util/time_util.h"
 #include "spdlog/spdlog.h"
 
 namespace falcon::controller {
@@ -184,6 +185,16 @@ absl::Status Operations::DeleteAnalysis(const std::string& id, bool purge) {
   auto rec = ctx_.deps.api->GetAnalysisRecord(id);
   if (absl::IsNotFound(rec.status())) return absl::OkStatus();  // idempotent
   if (!rec.ok()) return rec.status();
+  return Remove(*rec, purge, /*retention=*/false);
+}
+
+absl::Status Operations::PurgeExpired(const AnalysisRecord& rec) {
+  FALCON_RETURN_IF_ERROR(CheckActing());
+  return Remove(rec, /*purge=*/true, /*retention=*/true);
+}
+
+absl::Status Operations::Remove(const AnalysisRecord& rec, bool purge, bool retention) {
+  const std::string& id = rec.analysis_id();
   ctx_.table.Update(id, [](AnalysisState& a) { a.deleting = true; });
   auto done = [&] { ctx_.table.Update(id, [](AnalysisState& a) { a.deleting = false; }); };
   const std::string pod_name = PodNameForAnalysis(id);
@@ -201,18 +212,27 @@ absl::Status Operations::DeleteAnalysis(const std::string& id, bool purge) {
       ctx_.deps.clock->SleepFor(std::chrono::milliseconds(100), [&] { return ctx_.stopping.load(); });
     }
   }
-  absl::Status s = ctx_.deps.api->DeleteAnalysisRecord(id);
+  // The objects go first and the record last: a purge that fails half-way leaves the record (a delete
+  // again finishes it), never objects that no record leads to.
+  int64_t purged = 0;
+  if (purge) {
+    auto n = ctx_.deps.store->DeletePrefix(AnalysisPrefix(rec.exp_id(), id));
+    if (!n.ok()) {
+      done();
+      return Annotate(n.status(), "purging its logs and results failed (the record is kept; delete it again)");
+    }
+    purged = *n;
+  }
+  absl::Status s = ctx_.deps.api->DeleteAnalysisRecord(id, retention);
   if (!s.ok() && !absl::IsNotFound(s)) {
     done();
     return s;
   }
-  if (purge) {
-    auto n = ctx_.deps.store->DeletePrefix(AnalysisPrefix(rec->exp_id(), id));
-    if (!n.ok()) {
-      done();
-      return Annotate(n.status(), "the record is deleted, but purging its results failed");
-    }
-    spdlog::info("analysis {}: deleted, {} objects purged", id, *n);
+  if (retention) {
+    spdlog::info("analysis {}: purged by retention (finished {}), {} objects deleted", id,
+                 google::protobuf::util::TimeUtil::ToString(rec.updated_at()), purged);
+  } else if (purge) {
+    spdlog::info("analysis {}: deleted, {} objects purged", id, purged);
   } else {
     spdlog::info("analysis {}: deleted (results kept)", id);
   }

@@ -4,8 +4,9 @@
 //    before creating the record through the API server, and enqueues the new id; the reconciler does the
 //    rest.
 //  - CancelAnalysis makes the record CANCELLED, then stops its Pod (best effort: the reconciler makes sure).
-//  - DeleteAnalysis stops the Pod (waiting, bounded, for it to be gone), deletes the record and, with
-//    purge, its objects.
+//  - DeleteAnalysis stops the Pod (waiting, bounded, for it to be gone), deletes with purge its objects,
+//    then the record (objects first: a purge that fails half-way leaves a record to delete again, not
+//    orphaned objects). PurgeExpired does the same for a record retention made due.
 //  - GetAnalysisLogs reads the live log from the runtime, or output.log from the object store once the
 //    analysis is terminal (or the Pod is gone).
 //  - ListPlugins / GetPlugin answer from the catalog.
@@ -42,6 +43,9 @@ class Operations {
   absl::StatusOr<std::string> CreateAnalysis(const analyzerv1::CreateAnalysisRequest& req);
   absl::Status CancelAnalysis(const std::string& id);
   absl::Status DeleteAnalysis(const std::string& id, bool purge);
+  // Retention: stops the Pod if any, deletes the objects, then the record (DeleteAnalysisRecord
+  // retention=true). `rec` is one ListPurgeableAnalyses returned.
+  absl::Status PurgeExpired(const api::v1::AnalysisRecord& rec);
   // One bounded range of the log (offset/limit_bytes, or tail_lines; see the request's fields).
   absl::StatusOr<analyzerv1::GetAnalysisLogsResponse> GetAnalysisLogs(const analyzerv1::GetAnalysisLogsRequest& req);
   absl::StatusOr<std::vector<api::v1::Plugin>> ListPlugins();
@@ -49,6 +53,9 @@ class Operations {
 
  private:
   absl::Status CheckActing() const;
+  // DeleteAnalysis's and PurgeExpired's work: the Pod (waited for, bounded), then with `purge` the
+  // objects, then the record.
+  absl::Status Remove(const api::v1::AnalysisRecord& rec, bool purge, bool retention);
 
   ControllerContext& ctx_;
 };

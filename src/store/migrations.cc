@@ -210,6 +210,12 @@ const std::vector<Migration>& Migrations() {
        "how many times the controller ran an analysis again after an infrastructure failure",
        {"ALTER TABLE analysis_records ADD COLUMN infra_retries INTEGER NOT NULL DEFAULT 0"},
        {"ALTER TABLE analysis_records ADD COLUMN IF NOT EXISTS infra_retries INT NOT NULL DEFAULT 0"}},
+      {7,
+       "terminal records found by when they finished, for retention (ListPurgeableAnalyses)",
+       {"CREATE INDEX IF NOT EXISTS analysis_records_status_updated ON "
+        "analysis_records(status, updated_at, analysis_id)"},
+       {"CREATE INDEX IF NOT EXISTS analysis_records_status_updated ON "
+        "analysis_records(status, updated_at, analysis_id)"}},
   };
   return *kMigrations;
 }

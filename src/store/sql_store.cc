@@ -32,6 +32,8 @@ constexpr size_t kMaxArtifactTypeBytes = 64;  // artifacts.artifact_type is VARC
 // artifacts.offline_done: 0 awaiting (or not yet completed), 1 has its offline record, 2 no plugin handles
 // its type (FindAwaitingAnalysis marks it).
 constexpr int64_t kOfflineNoPlugin = 2;
+// 3: its offline record was purged by retention; it stays analysed (never awaits again).
+constexpr int64_t kOfflinePurged = 3;
 
 // --- value conversions ---
 
@@ -424,6 +426,7 @@ class SqlStore : public Store {
       for (const SqlRow& r : *rows) {
         Artifact a = ParseArtifact(r);
         if (Int(r[5]) == kOfflineNoPlugin) a.set_note("no plugin for type " + a.artifact_type());
+        if (Int(r[5]) == kOfflinePurged) a.set_note("offline analysis purged (retention)");
         out.push_back(std::move(a));
       }
       return out;
@@ -721,7 +724,8 @@ class SqlStore : public Store {
     });
   }
 
-  absl::Status DeleteAnalysisRecord(const std::string& analysis_id, const Fence* fence = nullptr) override {
+  absl::Status DeleteAnalysisRecord(const std::string& analysis_id, const Fence* fence = nullptr,
+                                    DeleteReason reason = DeleteReason::kUser) override {
     return RunTx([&](SqlConn& c) -> absl::Status {
       if (auto s = CheckFenceIn(c, fence); !s.ok()) return s;
       auto rows = c.Query(absl::StrCat("SELECT exp_id, offline_artifact_id FROM analysis_records "
@@ -736,11 +740,38 @@ class SqlStore : public Store {
         return s;
       }
       if (!IsNull(row[1])) {
-        // The artifact awaits offline analysis again, as the query semantics say.
-        return c.Exec("UPDATE artifacts SET offline_done = 0 WHERE artifact_id = ? AND exp_id = ?",
-                      {Str(row[1]), Str(row[0])});
+        // The artifact awaits offline analysis again, as the query semantics say — unless retention purged
+        // the record: analysing it again would bring back what retention removes, every N days.
+        const int64_t done = reason == DeleteReason::kRetention ? kOfflinePurged : 0;
+        return c.Exec("UPDATE artifacts SET offline_done = ? WHERE artifact_id = ? AND exp_id = ?",
+                      {done, Str(row[1]), Str(row[0])});
       }
       return absl::OkStatus();
+    });
+  }
+
+  absl::StatusOr<std::vector<AnalysisRecord>> ListPurgeableAnalyses(Time finished_before, int limit) override {
+    if (limit <= 0 || limit > kMaxPageSize) {
+      return absl::InvalidArgumentError(absl::StrCat("limit must be 1..", kMaxPageSize, ", got ", limit));
+    }
+    using Result = std::vector<AnalysisRecord>;
+    return Run<Result>([&](SqlConn& c) -> absl::StatusOr<Result> {
+      Result out;
+      for (AnalysisStatus st : {api::v1::ANALYSIS_STATUS_SUCCEEDED, api::v1::ANALYSIS_STATUS_FAILED,
+                                api::v1::ANALYSIS_STATUS_CANCELLED}) {
+        auto rows = c.Query(absl::StrCat("SELECT ", kSlimRecordCols,
+                                         " FROM analysis_records WHERE status = ? AND updated_at <= ? "
+                                         "ORDER BY updated_at, analysis_id LIMIT ?"),
+                            {std::string(AnalysisStatusName(st)), ToMicros(finished_before), int64_t{limit}});
+        if (!rows.ok()) return rows.status();
+        for (const SqlRow& r : *rows) out.push_back(ParseRecord(r));
+      }
+      std::sort(out.begin(), out.end(), [](const AnalysisRecord& a, const AnalysisRecord& b) {
+        const int64_t ta = ToMicros(a.updated_at()), tb = ToMicros(b.updated_at());
+        return ta != tb ? ta < tb : a.analysis_id() < b.analysis_id();
+      });
+      if (out.size() > static_cast<size_t>(limit)) out.resize(limit);
+      return out;
     });
   }
 

@@ -170,8 +170,17 @@ class Store {
                                                               const AnalysisRecord& update,
                                                               const std::vector<std::string>& paths,
                                                               Time now, const Fence* fence = nullptr) = 0;
-  // NOT_FOUND for an unknown id. With a `fence`, only if it holds.
-  virtual absl::Status DeleteAnalysisRecord(const std::string& analysis_id, const Fence* fence = nullptr) = 0;
+  // NOT_FOUND for an unknown id. With a `fence`, only if it holds. Deleting an offline record makes its
+  // artifact await offline analysis again (a user deletes to re-run), unless the delete is a retention
+  // purge: then the artifact stays analysed, noted "offline analysis purged (retention)".
+  enum class DeleteReason { kUser, kRetention };
+  virtual absl::Status DeleteAnalysisRecord(const std::string& analysis_id, const Fence* fence = nullptr,
+                                            DeleteReason reason = DeleteReason::kUser) = 0;
+  // Terminal records (succeeded, failed, cancelled) last changed at or before `finished_before` — for a
+  // terminal record updated_at is when it finished, as it never changes afterwards — oldest first, at most
+  // `limit` (1..1000). Slim like ListNonTerminalAnalyses. One index range scan per terminal status
+  // (analysis_records_status_updated).
+  virtual absl::StatusOr<std::vector<AnalysisRecord>> ListPurgeableAnalyses(Time finished_before, int limit) = 0;
   // Pages through every PENDING record, then every RUNNING one, oldest first within each (one index range
   // scan per page: analysis_records_status_created). Slim: `command` and `script_content` are empty
   // (GetAnalysisRecord has them). page_size 0: kDefaultNonTerminalPage; at most 1000; negative or a token

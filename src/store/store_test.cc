@@ -1148,5 +1148,60 @@ STORE_TEST(InfraRetriesAreCountedAndKept) {
   EXPECT_EQ(store_->GetAnalysisRecord("a1")->infra_retries(), 1);
 }
 
+// Retention: terminal records by when they finished (updated_at), oldest first; a retention delete of an
+// offline record leaves its artifact analysed (it must not be analysed again) and says so.
+STORE_TEST(PurgeableAnalysesAreTerminalOnesByWhenTheyFinished) {
+  MustCreateExp("e1", EXP_STATUS_COMPLETED, 1);
+  MustCreateArtifact("art1", "e1", 1);
+  MustCreateArtifact("art2", "e1", 2);
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("off1", "e1", ANALYSIS_TYPE_OFFLINE, "art1", 2)).ok());
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("off2", "e1", ANALYSIS_TYPE_OFFLINE, "art2", 2)).ok());
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("on1", "e1", ANALYSIS_TYPE_ONLINE, "", 3)).ok());
+  ASSERT_TRUE(store_->CreateAnalysisRecord(MakeRecord("run1", "e1", ANALYSIS_TYPE_ONLINE, "", 4)).ok());
+  auto finish = [&](const std::string& id, AnalysisStatus st, int64_t at) {
+    AnalysisRecord u;
+    u.set_status(ANALYSIS_STATUS_RUNNING);
+    ASSERT_TRUE(store_->UpdateAnalysisRecord(id, u, {"status"}, TimeOf(at - 1)).ok());
+    if (st == ANALYSIS_STATUS_RUNNING) return;
+    u.set_status(st);
+    ASSERT_TRUE(store_->UpdateAnalysisRecord(id, u, {"status"}, TimeOf(at)).ok());
+  };
+  finish("off1", ANALYSIS_STATUS_SUCCEEDED, 30);
+  finish("on1", ANALYSIS_STATUS_CANCELLED, 20);
+  finish("off2", ANALYSIS_STATUS_FAILED, 40);
+  finish("run1", ANALYSIS_STATUS_RUNNING, 10);  // long running, never due
+  auto ids = [&](int64_t before, int limit) {
+    std::vector<std::string> out;
+    auto rows = store_->ListPurgeableAnalyses(TimeOf(before), limit);
+    EXPECT_TRUE(rows.ok()) << rows.status();
+    if (!rows.ok()) return out;
+    for (const auto& r : *rows) {
+      EXPECT_TRUE(r.script_content().empty() && r.command().empty()) << "slim";
+      out.push_back(r.analysis_id());
+    }
+    return out;
+  };
+  EXPECT_THAT(ids(19, 10), ::testing::IsEmpty());
+  EXPECT_THAT(ids(30, 10), ::testing::ElementsAre("on1", "off1"));
+  EXPECT_THAT(ids(1000, 10), ::testing::ElementsAre("on1", "off1", "off2"));
+  EXPECT_THAT(ids(1000, 2), ::testing::ElementsAre("on1", "off1"));
+  EXPECT_EQ(store_->ListPurgeableAnalyses(TimeOf(1000), 0).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->ListPurgeableAnalyses(TimeOf(1000), 1001).status().code(), absl::StatusCode::kInvalidArgument);
+
+  // A retention delete keeps the artifact analysed; a user's delete makes it await again.
+  ASSERT_TRUE(store_->DeleteAnalysisRecord("off1", nullptr, Store::DeleteReason::kRetention).ok());
+  ASSERT_TRUE(store_->DeleteAnalysisRecord("off2").ok());
+  auto awaiting = store_->ListExpsAwaitingAnalysis(100);
+  ASSERT_TRUE(awaiting.ok()) << awaiting.status();
+  ASSERT_EQ(awaiting->size(), 1u);
+  EXPECT_EQ((*awaiting)[0].artifact.artifact_id(), "art2");
+  auto arts = store_->ListArtifacts("e1");
+  ASSERT_TRUE(arts.ok()) << arts.status();
+  ASSERT_EQ(arts->size(), 2u);
+  EXPECT_EQ((*arts)[0].note(), "offline analysis purged (retention)");
+  EXPECT_EQ((*arts)[1].note(), "");
+  EXPECT_THAT(ids(1000, 10), ::testing::ElementsAre("on1"));
+}
+
 }  // namespace
 }  // namespace falcon::store

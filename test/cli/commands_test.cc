@@ -47,6 +47,7 @@ class CommandsTest : public ::testing::Test {
     b["command"] = "python3 \"$FALCON_SCRIPT\"";
     b["error_message"] = "exit code 1: Traceback (most recent call last):\n  File analyze.py";
     b["created_at"] = "2023-11-14T23:03:20Z";
+    b["purge_after"] = "2023-12-14T22:13:20Z";  // the server's retention is on
     json& c = server_.AddAnalysis("0193a5c2-0003-7000-8000-000000000003", "ANALYSIS_STATUS_RUNNING", "exp-2");
     c["name"] = "hlo";
     c["plugin_name"] = "hlo-stats";

@@ -93,7 +93,8 @@ TEST(ModelTest, AnalysisJsonHasEveryKeyInAFixedOrder) {
   EXPECT_EQ(keys, (std::vector<std::string>{"analysis_id", "name", "exp_id", "artifact_id", "analysis_type",
                                             "plugin_name", "status", "result_gcs_path", "error_message",
                                             "command", "script_name", "created_at", "updated_at", "image",
-                                            "timeout_seconds", "resource_override", "rerun_of", "infra_retries"}));
+                                            "timeout_seconds", "resource_override", "rerun_of", "infra_retries",
+                                            "purge_after"}));
   EXPECT_EQ(j["status"], "failed");
   EXPECT_EQ(j["created_at"], "2023-11-14T22:13:20Z");
   EXPECT_TRUE(j["updated_at"].is_null());

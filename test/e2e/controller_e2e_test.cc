@@ -105,6 +105,58 @@ TEST_F(E2E, OfflineAnalysesRunOncePerArtifact) {
   EXPECT_EQ(Count(AllControllerLogs(), "artifact type 'mystery'"), 1) << "an unknown type is logged once";
 }
 
+// Retention (falcon-apiserver --analysis-retention): a finished analysis says when it will be purged, and
+// then the controller removes its record, its Pod and its objects; the purged offline analysis is not run
+// again for its artifact, which says so; a running one is never touched.
+TEST_F(E2E, RetentionPurgesFinishedAnalysesAndTheirObjects) {
+  apiserver_flags_ = {"--analysis-retention=4s"};
+  StartSystem(1, {"--purge-interval=0.5"});
+  WaitReady(0);
+  WriteFile(dir_ / "data" / "a.txt", "hello\n");
+  fs::permissions(dir_ / "data", fs::perms::all);
+  CreateExp("exp-ret");
+  AddArtifact("exp-ret", "file", dir_ / "data" / "a.txt");
+  std::string online = Command("exp-ret", "echo done");
+  std::string running = Command("exp-ret", "sleep 60");
+  json list;
+  std::string offline;
+  ASSERT_TRUE(WaitFor([&] {
+    list = Call("GET", "/v1/analyses?exp_id=exp-ret")["analyses"];
+    for (const auto& a : list) {
+      if (a["analysis_type"] == "offline" && a["status"] == "succeeded") offline = a["analysis_id"];
+    }
+    return !offline.empty() && Status(online) == "succeeded";
+  }, 60s)) << list.dump(2) << AllControllerLogs();
+  for (const std::string& id : {offline, online}) {
+    json a = Get(id);
+    ASSERT_TRUE(a.contains("purge_after")) << a.dump(2);
+    EXPECT_TRUE(fs::exists(ResultDir("exp-ret", id) / "output.log")) << id;
+  }
+  EXPECT_FALSE(Get(running).contains("purge_after")) << "not while it runs";
+
+  ASSERT_TRUE(WaitFor([&] {
+    int st1 = 0, st2 = 0;
+    Call("GET", "/v1/analyses/" + offline, nullptr, &st1);
+    Call("GET", "/v1/analyses/" + online, nullptr, &st2);
+    return st1 == 404 && st2 == 404;
+  }, 30s)) << AllControllerLogs();
+  for (const std::string& id : {offline, online}) {
+    EXPECT_FALSE(fs::exists(ResultDir("exp-ret", id))) << "its logs and results are gone: " << id;
+    EXPECT_EQ(Localpod({"get", PodName(id)}).find("Succeeded"), std::string::npos) << "its Pod is gone: " << id;
+  }
+  std::string logs = ReadFile(dir_ / "controller0.log");
+  EXPECT_NE(logs.find("analysis " + online + ": purged by retention"), std::string::npos) << logs;
+
+  std::this_thread::sleep_for(3s);  // six more poll cycles
+  list = Call("GET", "/v1/analyses?exp_id=exp-ret")["analyses"];
+  ASSERT_EQ(list.size(), 1u) << "the purged offline analysis is not created again: " << list.dump(2);
+  EXPECT_EQ(list[0]["analysis_id"], running);
+  EXPECT_EQ(Status(running), "running");
+  json exp = Call("GET", "/v1/exps/exp-ret");
+  ASSERT_EQ(exp["artifacts"].size(), 1u) << exp.dump(2);
+  EXPECT_EQ(exp["artifacts"][0]["note"], "offline analysis purged (retention)") << exp.dump(2);
+}
+
 TEST_F(E2E, OnlinePluginCommandWithScriptAndFailingCommand) {
   StartSystem(1, {});
   WaitReady(0);

@@ -43,6 +43,7 @@ class ControllerPeer {
   absl::Status RunRecovery() { return c_.recovery_.Run(); }
   absl::Status Resync() { return c_.recovery_.Resync(); }
   absl::Status PollOnce() { return c_.poller_.PollOnce(); }
+  absl::StatusOr<PurgeCounts> PurgeOnce(int batch = 100) { return c_.purger_.PurgeOnce(batch); }
 
   Admission& admission() { return c_.ctx_.admission; }
   WorkQueue& queue() { return c_.ctx_.queue; }

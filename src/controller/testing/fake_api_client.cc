@@ -106,6 +106,9 @@ absl::StatusOr<apiv1::ListExpsAwaitingAnalysisResponse> FakeApiClient::ListExpsA
   for (const auto& [id, r] : records_) {
     if (r.analysis_type() == apiv1::ANALYSIS_TYPE_OFFLINE) done.insert({r.exp_id(), r.artifact_id()});
   }
+  for (const std::string& p : purged_artifacts_) {
+    done.insert({p.substr(0, p.find('/')), p.substr(p.find('/') + 1)});
+  }
   const std::set<std::string> handled(handled_types.begin(), handled_types.end());
   std::set<std::string> marked_types;
   apiv1::ListExpsAwaitingAnalysisResponse out;
@@ -210,11 +213,41 @@ absl::StatusOr<apiv1::AnalysisRecord> FakeApiClient::UpdateAnalysisRecord(
   return r;
 }
 
-absl::Status FakeApiClient::DeleteAnalysisRecord(const std::string& id) {
+absl::Status FakeApiClient::DeleteAnalysisRecord(const std::string& id, bool retention) {
   std::lock_guard<std::mutex> l(mu_);
   if (auto s = Enter("DeleteAnalysisRecord", true); !s.ok()) return s;
-  if (!records_.erase(id)) return absl::NotFoundError("analysis " + id + " not found");
+  auto it = records_.find(id);
+  if (it == records_.end()) return absl::NotFoundError("analysis " + id + " not found");
+  if (retention) {
+    if (!it->second.has_purge_after() || !IsTerminal(it->second.status())) {
+      return absl::FailedPreconditionError("analysis " + id + " is not due for purging");
+    }
+    if (it->second.analysis_type() == apiv1::ANALYSIS_TYPE_OFFLINE) {
+      purged_artifacts_.insert(it->second.exp_id() + "/" + it->second.artifact_id());
+    }
+  }
+  records_.erase(it);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<apiv1::AnalysisRecord>> FakeApiClient::ListPurgeableAnalyses(int limit) {
+  std::lock_guard<std::mutex> l(mu_);
+  if (auto s = Enter("ListPurgeableAnalyses", false); !s.ok()) return s;
+  std::vector<apiv1::AnalysisRecord> out;
+  for (const auto& [id, r] : records_) {
+    if (IsTerminal(r.status()) && r.has_purge_after() && static_cast<int>(out.size()) < limit) out.push_back(r);
+  }
+  return out;
+}
+
+void FakeApiClient::MakeDue(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  records_[id].mutable_purge_after()->set_seconds(1);
+}
+
+std::set<std::string> FakeApiClient::purged_artifacts() {
+  std::lock_guard<std::mutex> l(mu_);
+  return purged_artifacts_;
 }
 
 absl::StatusOr<std::vector<apiv1::AnalysisRecord>> FakeApiClient::ListRunningAnalyses() {

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,11 @@ class FakeApiClient : public ApiClient {
   std::vector<apiv1::AnalysisRecord> AllRecords();
   // Sets a record's status directly (as another writer would).
   void ForceStatus(const std::string& id, apiv1::AnalysisStatus s);
+  // Makes a terminal record due for purging (as the API server's retention would): ListPurgeableAnalyses
+  // returns it and a retention delete accepts it.
+  void MakeDue(const std::string& id);
+  // The artifacts a retention delete left analysed ("exp_id/artifact_id").
+  std::set<std::string> purged_artifacts();
   // Newest epoch issued or seen on a mutating call; calls with an older one (or none) fail. Unlike the API
   // server, the fake accepts an epoch above it without an acquisition (tests set epochs directly).
   int64_t max_epoch();
@@ -41,7 +47,8 @@ class FakeApiClient : public ApiClient {
   absl::StatusOr<apiv1::AnalysisRecord> UpdateAnalysisRecord(
       const std::string& id, const apiv1::AnalysisRecord& record,
       const std::vector<std::string>& paths) override;
-  absl::Status DeleteAnalysisRecord(const std::string& id) override;
+  absl::Status DeleteAnalysisRecord(const std::string& id, bool retention = false) override;
+  absl::StatusOr<std::vector<apiv1::AnalysisRecord>> ListPurgeableAnalyses(int limit) override;
   absl::StatusOr<std::vector<apiv1::AnalysisRecord>> ListRunningAnalyses() override;
   absl::StatusOr<apiv1::GetExpResponse> GetExp(const std::string& exp_id) override;
   absl::Status Ping() override;
@@ -60,6 +67,7 @@ class FakeApiClient : public ApiClient {
   int64_t epoch_ = 0;
   int64_t max_epoch_ = 0;
   std::string epoch_holder_;
+  std::set<std::string> purged_artifacts_;  // exp_id/artifact_id
 };
 
 }  // namespace falcon::controller::testing
