@@ -541,11 +541,41 @@ func containerStatus(pr *proc, p *corev1.Pod) corev1.ContainerStatus {
 }
 
 // writeStatus replaces the Pod's status with the containers' states (re-reading on conflict).
+// writeStatus posts the Pod's status, retrying like a real kubelet's status manager: a kube-apiserver that is
+// restarting or unreachable must not lose a Pod's final phase (the Pod would then look Running forever). It
+// gives up when the Pod is gone (or replaced by one of the same name), when ctx ends, or after
+// statusRetryBound of failures, with a message.
+const statusRetryBound = 5 * time.Minute
+
 func (k *kubelet) writeStatus(ctx context.Context, orig *corev1.Pod, run *podRun, phase corev1.PodPhase, reason, msg string) {
-	for attempt := 0; attempt < 20; attempt++ {
+	deadline := time.Now().Add(statusRetryBound)
+	backoff := 100 * time.Millisecond
+	pause := func(err error) bool {
+		if time.Now().After(deadline) {
+			fmt.Fprintf(os.Stderr, "kubelet: status %s of %s/%s not written within %v: %v\n", phase, orig.Namespace,
+				orig.Name, statusRetryBound, err)
+			return false
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		if backoff < 2*time.Second {
+			backoff *= 2
+		}
+		return true
+	}
+	for {
 		p, err := k.client.CoreV1().Pods(orig.Namespace).Get(ctx, orig.Name, metav1.GetOptions{})
-		if err != nil || p.UID != orig.UID {
+		if apierrors.IsNotFound(err) || (err == nil && p.UID != orig.UID) {
 			return
+		}
+		if err != nil {
+			if !pause(err) {
+				return
+			}
+			continue
 		}
 		now := metav1.Now()
 		k.mu.Lock()
@@ -593,9 +623,12 @@ func (k *kubelet) writeStatus(ctx context.Context, orig *corev1.Pod, run *podRun
 		if err == nil || apierrors.IsNotFound(err) {
 			return
 		}
-		if !apierrors.IsConflict(err) {
-			fmt.Fprintf(os.Stderr, "kubelet: status of %s/%s: %v\n", p.Namespace, p.Name, err)
-			time.Sleep(200 * time.Millisecond)
+		if apierrors.IsConflict(err) && time.Now().Before(deadline) {
+			continue // someone else wrote the Pod in between: read it again at once
+		}
+		fmt.Fprintf(os.Stderr, "kubelet: status of %s/%s: %v (retrying)\n", p.Namespace, p.Name, err)
+		if !pause(err) {
+			return
 		}
 	}
 }
