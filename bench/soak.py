@@ -358,6 +358,9 @@ current-context: soak
                 socks.append(s)
             except OSError:
                 pass
+        opened = len(socks)
+        closed_at = []  # seconds after the start at which the server dropped a trickling socket
+        t_start = time.monotonic()
         stop = threading.Event()
 
         def trickle():
@@ -367,6 +370,8 @@ current-context: soak
                         s.sendall(b"X")
                     except OSError:
                         socks.remove(s)
+                        s.close()
+                        closed_at.append(time.monotonic() - t_start)
 
         def reader():
             while not stop.is_set():
@@ -396,7 +401,9 @@ current-context: soak
         for s in socks:
             s.close()
         self.health_ms = samples
-        return f"{len(socks)} trickling sockets, {len(samples)} /healthz samples, {errors} errors"
+        dropped = (f", {len(closed_at)} dropped by the server after {min(closed_at):.0f}-{max(closed_at):.0f} s"
+                   " (its --http-read-timeout)" if closed_at else "")
+        return f"{opened} trickling sockets{dropped}; {len(samples)} /healthz samples, {errors} errors"
 
     def fault_list(self):
         faults = [
