@@ -4,7 +4,11 @@
 //       writes K of their ids (spread over the whole set) to FILE, one per line;
 //   apiserver_bench grpc --addr=HOST:PORT --ids=FILE [--threads=T] [--seconds=S]
 //       calls FalconAPIService.GetAnalysisRecord on random ids from T threads for S seconds and prints
-//       throughput and p50/p99 latency.
+//       throughput and p50/p99 latency;
+//   apiserver_bench grpc --method=health --addr=HOST:PORT [--threads=T] [--seconds=S]
+//       the same with grpc.health.v1.Health/Check (gRPC's own health service: a no-op of the same stack),
+//       the ceiling of the gRPC path.
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
 #include <CLI/CLI.hpp>
@@ -75,13 +79,13 @@ int Load(const std::string& db, int records, int sample, const std::string& ids_
   return 0;
 }
 
-int Grpc(const std::string& addr, const std::string& ids_file, int threads, double seconds) {
+int Grpc(const std::string& addr, const std::string& ids_file, int threads, double seconds, bool health) {
   std::vector<std::string> ids;
   std::ifstream in(ids_file);
-  for (std::string line; std::getline(in, line);) {
+  for (std::string line; !ids_file.empty() && std::getline(in, line);) {
     if (!line.empty()) ids.push_back(line);
   }
-  if (ids.empty()) {
+  if (ids.empty() && !health) {
     std::cerr << "no ids in " << ids_file << "\n";
     return 1;
   }
@@ -98,6 +102,36 @@ int Grpc(const std::string& addr, const std::string& ids_file, int threads, doub
       auto stub = falcon::api::v1::FalconAPIService::NewStub(
           grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args));
       std::mt19937_64 rng(t + 1);
+      if (health) {
+        // A HealthCheckRequest for the whole server (service "") is the empty message.
+        grpc::GenericStub generic(grpc::CreateCustomChannel(addr, grpc::InsecureChannelCredentials(), args));
+        grpc::CompletionQueue cq;
+        while (std::chrono::steady_clock::now() < deadline) {
+          grpc::Slice empty;
+          grpc::ByteBuffer req(&empty, 1), resp;  // a valid buffer of zero bytes (a default one is "no message")
+          grpc::ClientContext ctx;
+          grpc::Status s;
+          auto t0 = std::chrono::steady_clock::now();
+          auto call = generic.PrepareUnaryCall(&ctx, "/grpc.health.v1.Health/Check", req, &cq);
+          call->StartCall();
+          call->Finish(&resp, &s, reinterpret_cast<void*>(1));
+          void* tag = nullptr;
+          bool ok = false;
+          cq.Next(&tag, &ok);
+          auto t1 = std::chrono::steady_clock::now();
+          if (!ok || !s.ok()) {
+            if (errors++ == 0) std::cerr << "first error: " << s.error_code() << " " << s.error_message() << "\n";
+            continue;
+          }
+          latencies[t].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+        }
+        cq.Shutdown();
+        void* tag = nullptr;
+        bool ok = false;
+        while (cq.Next(&tag, &ok)) {
+        }
+        return;
+      }
       while (std::chrono::steady_clock::now() < deadline) {
         falcon::api::v1::GetAnalysisRecordRequest req;
         req.set_analysis_id(ids[rng() % ids.size()]);
@@ -123,9 +157,9 @@ int Grpc(const std::string& addr, const std::string& ids_file, int threads, doub
     return 1;
   }
   auto pct = [&](double p) { return all[std::min(all.size() - 1, static_cast<size_t>(p * all.size()))]; };
-  std::printf("grpc GetAnalysisRecord: %d threads, %.0f s: %zu calls, %.0f calls/s, p50 %.3f ms, "
+  std::printf("grpc %s: %d threads, %.0f s: %zu calls, %.0f calls/s, p50 %.3f ms, "
               "p99 %.3f ms, errors %lld\n",
-              threads, seconds, all.size(), all.size() / seconds, pct(0.50), pct(0.99),
+              health ? "Health/Check" : "GetAnalysisRecord", threads, seconds, all.size(), all.size() / seconds, pct(0.50), pct(0.99),
               static_cast<long long>(errors.load()));
   return errors.load() == 0 ? 0 : 1;
 }
@@ -145,10 +179,13 @@ int main(int argc, char** argv) {
   load->add_option("--ids-out", ids_out)->required();
   auto* grpc_cmd = app.add_subcommand("grpc", "GetAnalysisRecord throughput and latency");
   grpc_cmd->add_option("--addr", addr)->required();
-  grpc_cmd->add_option("--ids", ids)->required();
+  grpc_cmd->add_option("--ids", ids, "ids to read (method get)");
+  std::string method = "get";
+  grpc_cmd->add_option("--method", method, "get: GetAnalysisRecord; health: grpc.health.v1.Health/Check")
+      ->check(CLI::IsMember({"get", "health"}));
   grpc_cmd->add_option("--threads", threads);
   grpc_cmd->add_option("--seconds", seconds);
   CLI11_PARSE(app, argc, argv);
   if (*load) return Load(db, records, sample, ids_out);
-  return Grpc(addr, ids, threads, seconds);
+  return Grpc(addr, ids, threads, seconds, method == "health");
 }

@@ -2,7 +2,9 @@
 # Benchmark of falcon-apiserver on SQLite with 100k analysis records. Prints figures; not a timed test.
 #   - HTTP GET /v1/analyses/{id} (random ids) with wrk, and GET /_hello, a hello-world route of the same
 #     HTTP stack (cpp-httplib thread pool, routing, metrics), in the same run as the ceiling;
-#   - gRPC GetAnalysisRecord throughput and p50/p99 from a C++ client (apiserver_bench grpc).
+#   - gRPC GetAnalysisRecord throughput and p50/p99 from a C++ client (apiserver_bench grpc), and the
+#     standard gRPC health service's Check on the same server as its ceiling (a no-op method);
+#   - the server's peak RSS.
 # Usage: bench/apiserver_bench.sh [BUILD_DIR]   (default: build). Env: RECORDS (100000), DURATION (10),
 #        CONNECTIONS (16), WRK_THREADS (2), GRPC_THREADS (8), HTTP_THREADS (16).
 set -euo pipefail
@@ -76,7 +78,9 @@ run_wrk "GET /_hello (ceiling)" "http://127.0.0.1:$http_port/_hello"
 run_wrk "GET /v1/analyses/{id}" -s "$work/random_id.lua" "http://127.0.0.1:$http_port"
 
 echo "== gRPC (C++ client, $grpc_threads threads, ${duration}s)"
+"$helper" grpc --method=health --addr="127.0.0.1:$grpc_port" --threads="$grpc_threads" --seconds="$duration"
 "$helper" grpc --addr="127.0.0.1:$grpc_port" --ids="$work/ids.txt" --threads="$grpc_threads" \
   --seconds="$duration"
+echo "server peak RSS: $(awk '/^VmHWM/ {printf "%.1f", $2 / 1024}' "/proc/$pid/status") MiB"
 
 echo "== machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
