@@ -45,15 +45,18 @@ for i in $(seq 100); do
 done
 echo "controller bench: N=$N online analyses of '$COMMAND', online limit $C, $(nproc) cores"
 python3 - "$HTTP" "$N" "$COMMAND" "$WORK" "$CTL" <<'PY'
-import json, sys, time, urllib.request, os, concurrent.futures as cf
+import json, sys, time, urllib.error, urllib.request, os, concurrent.futures as cf
 from datetime import datetime
 http, n, command, work, ctl = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 base = f"http://127.0.0.1:{http}"
 def call(method, path, body=None):
     data = json.dumps(body).encode() if body is not None else None
     req = urllib.request.Request(base + path, data=data, method=method, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.loads(r.read() or b"null")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        sys.exit(f"{method} {path}: {e.code} {e.read().decode(errors='replace')[:500]}")
 def ts(s):
     return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 call("POST", "/v1/exps", {"exp_id": "bench", "name": "bench", "status": "completed"})
@@ -64,7 +67,7 @@ t_submitted = time.time()
 while True:
     recs, tok = [], ""
     while True:
-        page = call("GET", f"/v1/analyses?exp_id=bench&page_size=1000&page_token={tok}")
+        page = call("GET", "/v1/analyses?exp_id=bench&page_size=1000" + (f"&page_token={tok}" if tok else ""))
         recs += page["analyses"]; tok = page.get("next_page_token", "")
         if not tok: break
     done = [r for r in recs if r["status"] in ("succeeded", "failed", "cancelled")]
