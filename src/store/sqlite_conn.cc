@@ -168,6 +168,9 @@ absl::StatusOr<std::unique_ptr<SqlConn>> OpenSqliteConn(const std::string& path)
   if (path != ":memory:") {
     if (auto s = conn->ExecRaw("PRAGMA journal_mode=WAL"); !s.ok()) return s;
     if (auto s = conn->ExecRaw("PRAGMA synchronous=NORMAL"); !s.ok()) return s;
+    // Reads of the first 256 MiB of the file from a memory map instead of a pread() each page: a point
+    // lookup spent about 3% of a GET's CPU in pread (docs/benchmarks.md). Writes still go through the WAL.
+    if (auto s = conn->ExecRaw("PRAGMA mmap_size=268435456"); !s.ok()) return s;
   }
   if (auto s = conn->ExecRaw("PRAGMA foreign_keys=ON"); !s.ok()) return s;
   return std::unique_ptr<SqlConn>(std::move(conn));
