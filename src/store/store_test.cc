@@ -603,6 +603,19 @@ STORE_TEST(PagesThroughAllRecordsNewestFirstWithFilters) {
   EXPECT_EQ(collect(q), expect([](const Row& r) {
               return r.st == ANALYSIS_STATUS_RUNNING || r.st == ANALYSIS_STATUS_CANCELLED;
             }));
+  // Several statuses are merged from one page per status: small pages across ties, and a status given twice.
+  q.statuses = {ANALYSIS_STATUS_SUCCEEDED, ANALYSIS_STATUS_PENDING, ANALYSIS_STATUS_FAILED,
+                ANALYSIS_STATUS_PENDING};
+  for (int page_size : {1, 2, 3, 7}) {
+    q.page_size = page_size;
+    EXPECT_EQ(collect(q), expect([](const Row& r) {
+                return r.st == ANALYSIS_STATUS_SUCCEEDED || r.st == ANALYSIS_STATUS_PENDING ||
+                       r.st == ANALYSIS_STATUS_FAILED;
+              }))
+        << "page_size " << page_size;
+  }
+  q.statuses = {ANALYSIS_STATUS_RUNNING, ANALYSIS_STATUS_CANCELLED};
+  q.page_size = 1000;
   q.exp_id = "nobody";
   EXPECT_TRUE(collect(q).empty());
 
