@@ -70,7 +70,7 @@ def wrk_row(label, text):
     return (float(m.group(1)), m.group(2), m.group(3)) if m else (None, "", "")
 
 
-def rows_apiserver(text):
+def rows_apiserver(text, env):
     hello = wrk_row("GET /_hello (ceiling)", text)
     get = wrk_row("GET /v1/analyses/{id}", text)
     rss = num(r"server peak RSS: ([\d.]+) MiB", text)
@@ -84,7 +84,7 @@ def rows_apiserver(text):
     return rows
 
 
-def rows_kube(text):
+def rows_kube(text, env):
     ours = num(r"^controller: \d+ Pods in [\d.]+ s = (\d+) Pods/min", text)
     ceil = num(r"ratio controller / bare-client ceiling \((\d+) Pods/min\)", text)
     lat = re.search(r"p50_ms=([\d.]+) p99_ms=([\d.]+)", text)
@@ -96,7 +96,7 @@ def rows_kube(text):
              f"{use.group(2)} MiB, {use.group(1)}% CPU tracking N live Pods" if use else "")]
 
 
-def rows_controller(text):
+def rows_controller(text, env):
     ours = num(r"end-to-end: (\d+) analyses/minute", text)
     ceil = num(r"pods_per_minute=(\d+)", text)
     lat = re.search(r"create -> RUNNING: p50 ([\d.]+) s, p99 ([\d.]+) s", text)
@@ -107,7 +107,7 @@ def rows_controller(text):
              "bare local Pods through the local runtime", 0.9, f"{rss:.0f} MiB" if rss else "")]
 
 
-def rows_plugins(env):
+def rows_plugins(text, env):
     path = os.path.join(env["WORK"], "results.tsv")
     res = {}
     try:
@@ -130,6 +130,9 @@ def rows_plugins(env):
                      f"{p[1]:.2f} s wall", b[0] / b[3] if b[3] else None, base, goal,
                      f"{p[2] / 1024:.0f} MiB (baseline {b[2] / 1024:.0f} MiB)"))
     return rows
+
+
+ROWS = {"apiserver": rows_apiserver, "kube": rows_kube, "controller": rows_controller, "plugins": rows_plugins}
 
 
 def fmt(v):
@@ -175,8 +178,7 @@ def main():
         rc, text, env = run(name, build, sizes[name], work, 1800 if a.quick else 7200)
         if rc != 0:
             failures.append(f"bench/{SCRIPTS[name]} failed ({rc}); its output: {work}/{name}.txt")
-        rows += {"apiserver": lambda: rows_apiserver(text), "kube": lambda: rows_kube(text),
-                 "controller": lambda: rows_controller(text), "plugins": lambda: rows_plugins(env)}[name]()
+        rows += ROWS[name](text, env)
     tab, misses = table(rows)
     load = open("/proc/loadavg").read().split()[:3]
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")

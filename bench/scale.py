@@ -36,25 +36,17 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import time
+
+from benchlib import free_port, logger, pct, proc_status_kib  # noqa: E402 (bench/ is on sys.path)
 
 BASE_US = 1_700_000_000 * 1_000_000  # 2023-11-14T22:13:20Z
 ONLINE_LIMIT = 8  # the controller's default --online-concurrency
 
 
-def log(msg):
-    print(f"[scale {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+log = logger("scale", sys.stderr)
 
 
 class Counts:
@@ -242,11 +234,8 @@ def wait_http(port, path, proc, what, timeout, log_path):
 
 
 def vm_hwm_mib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    kib = proc_status_kib(pid, "VmHWM")
+    return kib / 1024 if kib is not None else float("nan")
 
 
 def cpu_seconds(pid):
@@ -279,11 +268,6 @@ class ApiServer:
 
 
 # --- measurements ----------------------------------------------------------------------------------------
-
-def pct(xs, q):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
-
 
 def http_latency(port, path, iterations, warmup=20, stop_at=None):
     """Sequential GETs on one kept-alive connection; ms of each after the warm-up. stop_at: a monotonic

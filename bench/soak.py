@@ -35,7 +35,6 @@ import re
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,20 +42,13 @@ import threading
 import time
 import uuid
 
+from benchlib import free_port, logger, pct, proc_status_kib  # noqa: E402 (bench/ is on sys.path)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TERMINAL = {"succeeded", "failed", "cancelled"}
 
 
-def log(msg):
-    print(f"[soak {time.strftime('%H:%M:%S')}] {msg}", flush=True)
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
+log = logger("soak")
 
 
 def sh(*args, env=None, check=True, capture=False, timeout=300):
@@ -87,15 +79,8 @@ class Proc:
         return self.p is not None and self.p.poll() is None
 
     def sample_rss(self):
-        if not self.alive():
-            return
-        try:
-            with open(f"/proc/{self.p.pid}/status") as f:
-                for line in f:
-                    if line.startswith("VmRSS:"):
-                        self.peak_rss_kib = max(self.peak_rss_kib, int(line.split()[1]))
-        except OSError:
-            pass
+        if self.alive():
+            self.peak_rss_kib = max(self.peak_rss_kib, proc_status_kib(self.p.pid, "VmRSS") or 0)
 
     def kill(self, sig=signal.SIGKILL, wait=30):
         if not self.alive():
@@ -523,9 +508,6 @@ current-context: soak
     def report(self, res, started):
         a = self.a
         h = sorted(self.health_ms)
-
-        def pct(p):
-            return h[min(len(h) - 1, int(len(h) * p))] if h else float("nan")
         rows = [
             ("runtime", a.runtime),
             ("analyses submitted / accepted / refused", f"{a.analyses} / {len(self.accepted)} / {len(self.refused)}"),
@@ -538,7 +520,7 @@ current-context: soak
             ("succeeded without output.log, markers or result.txt", len(res["missing"])),
             ("settled in", f"{res['settle']:.0f} s (bound {a.settle} s)"),
             ("/healthz under slow clients p50 / p99 / max",
-             f"{pct(0.5):.1f} / {pct(0.99):.1f} / {(h[-1] if h else float('nan')):.1f} ms (goal p99 <= 50 ms)"),
+             f"{pct(h, 0.5):.1f} / {pct(h, 0.99):.1f} / {(h[-1] if h else float('nan')):.1f} ms (goal p99 <= 50 ms)"),
             ("whole run", f"{time.monotonic() - started:.0f} s"),
         ]
         for name, p in self.procs.items():
@@ -562,8 +544,8 @@ current-context: soak
                 bad.append(f"{len(res[key])} {what}: " + "; ".join(shown))
         if self.refused:
             bad.append(f"{len(self.refused)} refused: " + "; ".join(f"#{i}: {e}" for i, e in self.refused[:5]))
-        if h and pct(0.99) > 50:
-            bad.append(f"/healthz p99 {pct(0.99):.1f} ms under slow clients is over the 50 ms goal")
+        if h and pct(h, 0.99) > 50:
+            bad.append(f"/healthz p99 {pct(h, 0.99):.1f} ms under slow clients is over the 50 ms goal")
         for name, secs, note in self.faults:
             if note.startswith("ERROR"):
                 bad.append(f"fault {name} could not be injected: {note}")
