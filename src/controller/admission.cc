@@ -48,6 +48,22 @@ bool Admission::IsAdmitted(const std::string& id) {
   return it != where_.end() && running_[static_cast<int>(it->second.queue)].count(id) > 0;
 }
 
+bool Admission::IsWaiting(const std::string& id) {
+  std::lock_guard<std::mutex> l(mu_);
+  auto it = where_.find(id);
+  return it != where_.end() && it->second.seq != 0;
+}
+
+std::vector<std::string> Admission::WaitingIds() {
+  std::lock_guard<std::mutex> l(mu_);
+  std::vector<std::string> out;
+  out.reserve(waiting_[0].size() + waiting_[1].size());
+  for (int q = 0; q < kNumQueues; ++q) {
+    for (const auto& [seq, id] : waiting_[q]) out.push_back(id);
+  }
+  return out;
+}
+
 std::vector<std::string> Admission::Admit() {
   std::lock_guard<std::mutex> l(mu_);
   std::vector<std::string> out;

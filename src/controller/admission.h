@@ -33,6 +33,10 @@ class Admission {
   void Release(const std::string& id);
   // True if `id` holds a slot.
   bool IsAdmitted(const std::string& id);
+  // True if `id` waits in a queue for a slot.
+  bool IsWaiting(const std::string& id);
+  // Every id waiting in either queue (a copy).
+  std::vector<std::string> WaitingIds();
   // Moves waiting ids into free slots, oldest first, and returns them.
   std::vector<std::string> Admit();
   // Forgets everything (on losing leadership).

@@ -22,6 +22,23 @@ TEST(AdmissionTest, EachQueueHasItsOwnLimitAndIsFifo) {
   EXPECT_EQ(a.Admit(), (std::vector<std::string>{"off-2"}));
 }
 
+TEST(AdmissionTest, IsWaitingUntilAdmittedOrRunning) {
+  Admission a(/*offline=*/1, /*online=*/1);
+  a.Enqueue(QueueKind::kOnline, "a");
+  a.Enqueue(QueueKind::kOnline, "b");
+  a.Enqueue(QueueKind::kOffline, "c");
+  EXPECT_TRUE(a.IsWaiting("a"));
+  EXPECT_EQ(a.WaitingIds(), (std::vector<std::string>{"c", "a", "b"}));
+  a.Admit();
+  EXPECT_FALSE(a.IsWaiting("a"));
+  EXPECT_TRUE(a.IsAdmitted("a"));
+  EXPECT_TRUE(a.IsWaiting("b"));
+  a.MarkRunning(QueueKind::kOnline, "b");
+  EXPECT_FALSE(a.IsWaiting("b"));
+  EXPECT_FALSE(a.IsWaiting("unknown"));
+  EXPECT_TRUE(a.WaitingIds().empty());
+}
+
 TEST(AdmissionTest, DuplicateEnqueueAndReleaseOfUnknownAreNoOps) {
   Admission a(1, 1);
   a.Enqueue(QueueKind::kOnline, "x");

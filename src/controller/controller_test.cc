@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -425,6 +426,68 @@ TEST_F(ControllerTest, RecoveryAdoptsRecreatesAndCountsSlotsFromTheRuntime) {
   EXPECT_EQ(Status(ids[2]), ANALYSIS_STATUS_RUNNING);
   EXPECT_EQ(Status(ids[3]), ANALYSIS_STATUS_PENDING) << "limit 2 still holds after recovery";
   for (int i = 0; i < 4; ++i) EXPECT_LE(rt_.creates(Pod(ids[i])), i == 1 ? 2 : 1);
+}
+
+TEST_F(ControllerTest, RecoveryRecreatesNoMorePodsThanTheLimitAndAheadOfPendingRecords) {
+  config_.online_concurrency = 3;
+  NewController();
+  std::vector<std::string> running, pending;
+  for (int i = 0; i < 3; ++i) running.push_back(Online());
+  Peer().DrainQueue();
+  for (int i = 0; i < 2; ++i) pending.push_back(Online());
+  Peer().DrainQueue();
+  for (const auto& id : running) ASSERT_EQ(Status(id), ANALYSIS_STATUS_RUNNING);
+  // All three Pods vanish while no controller watches; the new one allows a single Pod at once.
+  for (const auto& id : running) rt_.RemoveExternally(Pod(id));
+  config_.online_concurrency = 1;
+  NewController();
+  Peer().DrainQueue();
+  EXPECT_EQ(rt_.Alive(), 1) << "a recreation takes a slot like a new analysis";
+  EXPECT_TRUE(rt_.Exists(Pod(running[0])));
+  EXPECT_EQ(Peer().admission().Waiting(QueueKind::kOnline), 4);
+  for (const auto& id : running) EXPECT_EQ(Status(id), ANALYSIS_STATUS_RUNNING) << "waiting, not failed";
+  // Each finished one frees the slot for the next recreation, and only then for the PENDING records.
+  std::set<std::string> left(running.begin(), running.end());
+  for (int round = 0; round < 5; ++round) {
+    if (round == 3) left = {pending.begin(), pending.end()};
+    ASSERT_EQ(rt_.Alive(), 1) << round;
+    std::string alive;
+    for (const auto& id : left) {
+      if (rt_.Exists(Pod(id))) alive = id;
+    }
+    ASSERT_FALSE(alive.empty()) << "round " << round << ": the Pod that runs is not one of those due";
+    rt_.SetPhase(Pod(alive), PodPhase::kSucceeded);
+    Peer().DrainQueue();
+    EXPECT_EQ(Status(alive), ANALYSIS_STATUS_SUCCEEDED) << round;
+    left.erase(alive);
+  }
+  EXPECT_EQ(rt_.max_alive(), 3) << "three before the restart, never more than one after";
+}
+
+TEST_F(ControllerTest, RecoveryAndResyncLeaveRecordsThatWaitForASlotAlone) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 6; ++i) ids.push_back(Online());
+  Peer().DrainQueue();  // 0,1 running (limit 2); 2..5 wait
+  NewController();
+  EXPECT_EQ(Peer().queue().Len(), 2) << "recovery enqueues the running ones, not the four that wait";
+  Peer().DrainQueue();
+  EXPECT_EQ(Peer().admission().Waiting(QueueKind::kOnline), 4);
+  ASSERT_TRUE(Peer().Resync().ok());
+  EXPECT_EQ(Peer().queue().Len(), 2) << "nor does the resync";
+  Peer().DrainQueue();
+  // A waiting record that changes behind this replica's back (no replica does that; a repair by hand
+  // could) is noticed by the next resync and gives up its place.
+  ASSERT_TRUE(api_.DeleteAnalysisRecord(ids[2]).ok());
+  api_.ForceStatus(ids[3], ANALYSIS_STATUS_CANCELLED);
+  ASSERT_TRUE(Peer().Resync().ok());
+  EXPECT_EQ(Peer().queue().Len(), 4);
+  Peer().DrainQueue();
+  EXPECT_EQ(Peer().admission().Waiting(QueueKind::kOnline), 2);
+  rt_.SetPhase(Pod(ids[0]), PodPhase::kSucceeded);
+  Peer().DrainQueue();
+  EXPECT_EQ(Status(ids[4]), ANALYSIS_STATUS_RUNNING) << "the next one that still waits";
+  EXPECT_EQ(Status(ids[5]), ANALYSIS_STATUS_PENDING);
+  EXPECT_EQ(rt_.creates(Pod(ids[2])) + rt_.creates(Pod(ids[3])), 0);
 }
 
 TEST_F(ControllerTest, RecoveryAdoptsAPodWhoseRecordIsStillPending) {

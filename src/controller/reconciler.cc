@@ -101,6 +101,15 @@ absl::StatusOr<std::optional<runtime::PodStatus>> Reconciler::GetPod(const std::
   return std::optional<runtime::PodStatus>(std::move(*pod));
 }
 
+bool Reconciler::HoldsSlot(QueueKind q, const std::string& id) {
+  if (ctx_.admission.IsAdmitted(id)) return true;
+  ctx_.admission.Enqueue(q, id);
+  for (const auto& a : ctx_.admission.Admit()) {
+    if (a != id) ctx_.queue.Add(a);
+  }
+  return ctx_.admission.IsAdmitted(id);
+}
+
 absl::Status Reconciler::Reconcile(const std::string& id, Outcome* out) {
   if (ctx_.table.Get(id).deleting) return absl::OkStatus();
   auto rec_or = ctx_.deps.api->GetAnalysisRecord(id);
@@ -129,13 +138,7 @@ absl::Status Reconciler::Reconcile(const std::string& id, Outcome* out) {
   const QueueKind q = QueueFor(rec.analysis_type());
   if (rec.status() == api::v1::ANALYSIS_STATUS_PENDING) {
     if (!pod) {
-      if (!ctx_.admission.IsAdmitted(id)) {
-        ctx_.admission.Enqueue(q, id);
-        for (const auto& a : ctx_.admission.Admit()) {
-          if (a != id) ctx_.queue.Add(a);
-        }
-        if (!ctx_.admission.IsAdmitted(id)) return absl::OkStatus();  // waits for a slot
-      }
+      if (!HoldsSlot(q, id)) return absl::OkStatus();  // waits for a slot
       return CreatePod(rec, /*recreate=*/false, out);
     }
     // Its Pod exists (created before a crash, or by another replica): adopt it.
@@ -148,7 +151,9 @@ absl::Status Reconciler::Reconcile(const std::string& id, Outcome* out) {
   }
   if (!pod) {
     if (const AnalysisState st = ctx_.table.Get(id); st.recreate || st.retrying) {
-      if (!ctx_.admission.IsAdmitted(id)) ctx_.admission.MarkRunning(q, id);
+      // A recreation takes a slot like a new analysis: recovery after a long outage must not start more
+      // Pods than the limit allows (it queued the recreations ahead of every PENDING record).
+      if (!HoldsSlot(q, id)) return absl::OkStatus();
       return CreatePod(rec, /*recreate=*/true, out);
     }
     spdlog::warn("analysis {}: its pod is gone while RUNNING", id);

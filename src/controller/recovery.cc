@@ -1,6 +1,7 @@
 #include "controller/recovery.h"
 
 #include <map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/status.h"
@@ -40,32 +41,42 @@ absl::Status Recovery::Run() {
     }
   }
   int pending = 0, running = 0, to_recreate = 0;
+  // RUNNING records whose Pod vanished while no controller watched are recreated, but through admission
+  // like any other start, ahead of every PENDING record (FIFO): after a long outage with many of them,
+  // only the limit's worth of Pods starts at once.
   for (const auto& r : records) {
-    QueueKind q = QueueFor(r.analysis_type());
-    auto it = by_id.find(r.analysis_id());
-    if (r.status() == api::v1::ANALYSIS_STATUS_PENDING) {
-      ++pending;
-      if (it == by_id.end()) ctx_.admission.Enqueue(q, r.analysis_id());
-    } else if (r.status() == api::v1::ANALYSIS_STATUS_RUNNING) {
-      ++running;
-      if (it == by_id.end()) {
-        // RUNNING means its Pod existed; it vanished while no controller watched: recreate it.
-        ctx_.table.Update(r.analysis_id(), [](AnalysisState& a) { a.recreate = true; });
-        ctx_.admission.MarkRunning(q, r.analysis_id());
-        ++to_recreate;
-      }
+    if (r.status() != api::v1::ANALYSIS_STATUS_RUNNING) continue;
+    ++running;
+    if (by_id.count(r.analysis_id())) continue;
+    ctx_.table.Update(r.analysis_id(), [](AnalysisState& a) { a.recreate = true; });
+    ctx_.admission.Enqueue(QueueFor(r.analysis_type()), r.analysis_id());
+    ++to_recreate;
+  }
+  for (const auto& r : records) {
+    if (r.status() != api::v1::ANALYSIS_STATUS_PENDING) continue;
+    ++pending;
+    if (!by_id.count(r.analysis_id())) ctx_.admission.Enqueue(QueueFor(r.analysis_type()), r.analysis_id());
+  }
+  ctx_.EnqueueAdmitted();
+  // A record that waits for a slot needs no reconcile until it gets one (the Admit that gives it one
+  // enqueues it): at a backlog of 100,000 that is 100,000 record reads saved.
+  int waiting = 0;
+  for (const auto& r : records) {
+    if (ctx_.admission.IsWaiting(r.analysis_id())) {
+      ++waiting;
+    } else {
+      ctx_.queue.Add(r.analysis_id());
     }
   }
-  for (const auto& r : records) ctx_.queue.Add(r.analysis_id());
   for (const auto& [id, p] : by_id) {
     bool finished =
         p->phase == runtime::PodPhase::kSucceeded || p->phase == runtime::PodPhase::kFailed;
     if (!finished) ctx_.queue.Add(id);  // finished Pods of terminal records are looked at by resync
   }
-  ctx_.EnqueueAdmitted();
   spdlog::info(
-      "recovery: {} non-terminal records ({} pending, {} running, {} to recreate), {} pods ({} alive)",
-      records.size(), pending, running, to_recreate, pods.size(), alive);
+      "recovery: {} non-terminal records ({} pending, {} running, {} to recreate, {} waiting for a slot), "
+      "{} pods ({} alive)",
+      records.size(), pending, running, to_recreate, waiting, pods.size(), alive);
   ctx_.acting.store(ctx_.leading.load() && !ctx_.stopping.load());
   return absl::OkStatus();
 }
@@ -89,7 +100,19 @@ absl::Status Recovery::Resync() {
     ctx_.queue.Add(it->second);
   }
   FALCON_ASSIGN_OR_RETURN(std::vector<AnalysisRecord> records, ctx_.deps.api->ListRunningAnalyses());
-  for (const auto& r : records) ctx_.queue.Add(r.analysis_id());
+  // A record waiting for a slot changes only through this replica (its admission, cancel, delete), so
+  // re-reading it here would only find it still waiting: skip it, unless its Pod exists (enqueued above).
+  // A waiting id that is no longer listed as non-terminal (changed behind this replica's back) is
+  // enqueued so that its reconcile finds out and frees its place.
+  std::unordered_set<std::string> listed;
+  listed.reserve(records.size());
+  for (const auto& r : records) {
+    listed.insert(r.analysis_id());
+    if (!ctx_.admission.IsWaiting(r.analysis_id())) ctx_.queue.Add(r.analysis_id());
+  }
+  for (const auto& id : ctx_.admission.WaitingIds()) {
+    if (!listed.count(id)) ctx_.queue.Add(id);
+  }
   return absl::OkStatus();
 }
 

@@ -2,10 +2,12 @@
 //
 //  - Run: starts the Pod watch first (so nothing between the listings and the watch is missed), then
 //    rebuilds admission from the runtime's own Pod list (a live Pod holds a slot, whatever memory says) and
-//    every non-terminal record: PENDING without a Pod waits in its queue, RUNNING without a Pod is marked
-//    for recreation. Every such record and every live Pod is enqueued; only then does the replica act.
+//    every non-terminal record: RUNNING without a Pod is marked for recreation and queued for a slot first,
+//    then each PENDING record without a Pod. Every record that does not wait for a slot and every live Pod
+//    is enqueued; only then does the replica act.
 //  - Resync: re-lists the Pods and the non-terminal records and enqueues each (a finished Pod whose log is
-//    stored is skipped until its retention has passed).
+//    stored is skipped until its retention has passed; a record waiting for a slot is skipped, since only
+//    this replica changes it, and a waiting id that is no longer listed is enqueued to free its place).
 //
 // Owns the watch handle. Borrows the ControllerContext. Thread-safe; Run and Resync are called by the
 // Controller's control loop (and by tests through the ControllerPeer).
