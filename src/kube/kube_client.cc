@@ -261,7 +261,19 @@ absl::StatusOr<json> KubeClient::Delete(const std::string& path, const json& opt
 absl::StatusOr<KubeClient::ListResult> KubeClient::List(const std::string& collection_path,
                                                         const std::string& label_selector, int limit) {
   ListResult out;
-  std::string cont;
+  auto rv = ListEach(
+      collection_path, label_selector, limit, [&](json& item) { out.items.push_back(std::move(item)); },
+      [&] { out.items.clear(); });
+  if (!rv.ok()) return rv.status();
+  out.resource_version = std::move(*rv);
+  return out;
+}
+
+absl::StatusOr<std::string> KubeClient::ListEach(const std::string& collection_path,
+                                                 const std::string& label_selector, int limit,
+                                                 const std::function<void(json& item)>& on_item,
+                                                 const std::function<void()>& on_restart) {
+  std::string cont, resource_version;
   bool restarted = false;
   for (;;) {
     std::string q = absl::StrCat(collection_path, "?limit=", limit);
@@ -272,25 +284,23 @@ absl::StatusOr<KubeClient::ListResult> KubeClient::List(const std::string& colle
       if (HttpCodeOf(page.status()) == 410 && !cont.empty() && !restarted) {
         // The continue token expired (its snapshot was compacted): start over for a consistent list.
         restarted = true;
-        out = ListResult();
+        if (on_restart) on_restart();
         cont.clear();
         continue;
       }
       return page.status();
     }
-    const json& j = *page;
+    json& j = *page;
     if (j.contains("items") && j["items"].is_array()) {
-      for (const auto& it : j["items"]) out.items.push_back(it);
+      for (auto& it : j["items"]) on_item(it);
     }
     const json& meta = j.value("metadata", json::object());
-    if (out.resource_version.empty() || cont.empty()) {
-      // The snapshot's resourceVersion is that of the first page (all pages share it).
-      if (cont.empty()) out.resource_version = meta.value("resourceVersion", "");
-    }
+    // The snapshot's resourceVersion is that of the first page (all pages share it).
+    if (cont.empty()) resource_version = meta.value("resourceVersion", "");
     cont = meta.value("continue", "");
     if (cont.empty()) break;
   }
-  return out;
+  return resource_version;
 }
 
 absl::Status KubeClient::Stream(const std::string& path, const std::function<bool(std::string_view)>& on_data,
@@ -357,24 +367,34 @@ void Informer::Run() {
     return o.value("metadata", json::object()).value("name", "");
   };
   while (!Stopping()) {
-    // (Re)list.
-    auto list = client_.List(path_, selector_, options_.page_size);
-    if (!list.ok()) {
-      spdlog::warn("kube: list {} failed: {}", path_, std::string(list.status().message()));
+    // (Re)list, page by page: each object is delivered as it arrives and only what `remember` keeps of
+    // it stays, so a list of thousands of Pods never holds more than one page of parsed JSON.
+    std::map<std::string, json> now;
+    auto listed = client_.ListEach(
+        path_, selector_, options_.page_size,
+        [&](json& item) {
+          if (Stopping()) return;
+          std::string name = name_of(item);
+          callback_(EventType::kAdded, item);
+          now[name] = options_.remember ? options_.remember(item) : std::move(item);
+        },
+        [&] {
+          // Restarted: what was delivered so far counts as known, so that what is gone by now is deleted.
+          for (auto& [name, obj] : now) known[name] = std::move(obj);
+          now.clear();
+        });
+    if (!listed.ok()) {
+      // What this attempt delivered is known now; the next list deletes what it no longer has.
+      for (auto& [name, obj] : now) known[name] = std::move(obj);
+      spdlog::warn("kube: list {} failed: {}", path_, std::string(listed.status().message()));
       backoff();
       continue;
     }
-    std::map<std::string, json> now;
-    for (auto& it : list->items) now[name_of(it)] = it;
     for (auto& [name, obj] : known) {
       if (!now.count(name) && !Stopping()) callback_(EventType::kDeleted, obj);
     }
-    for (auto& [name, obj] : now) {
-      if (Stopping()) break;
-      callback_(EventType::kAdded, obj);
-    }
     known = std::move(now);
-    std::string rv = list->resource_version;
+    std::string rv = *listed;
     {
       std::lock_guard<std::mutex> l(mu_);
       stats_.lists++;
@@ -424,7 +444,7 @@ void Informer::Run() {
           std::string name = name_of(obj);
           if (type == "ADDED" || type == "MODIFIED") {
             bool existed = known.count(name) > 0;
-            known[name] = obj;
+            known[name] = options_.remember ? options_.remember(obj) : obj;
             callback_(type == "ADDED" && !existed ? EventType::kAdded : EventType::kModified, obj);
           } else if (type == "DELETED") {
             known.erase(name);

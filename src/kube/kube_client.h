@@ -101,6 +101,14 @@ class KubeClient {
   // continue token restarts the list from the beginning once; `label_selector` may be empty.
   absl::StatusOr<ListResult> List(const std::string& collection_path, const std::string& label_selector = "",
                                   int limit = 500);
+  // The same, page by page, without keeping the items: `on_item` gets each item of a page (it may move
+  // from it) and the page is dropped before the next is read, so at most one page is in memory whatever
+  // the collection's size. When an expired continue token restarts the list, `on_restart` is called
+  // first (the items seen so far are not a snapshot; they are seen again). Returns the list's
+  // resourceVersion (to start a watch from).
+  absl::StatusOr<std::string> ListEach(const std::string& collection_path, const std::string& label_selector,
+                                       int limit, const std::function<void(json& item)>& on_item,
+                                       const std::function<void()>& on_restart);
 
   // A streaming GET: `on_data` gets each chunk as it arrives (return false to stop). Returns when the
   // server ends the stream (OK), when `should_stop` returns true (CANCELLED; checked at least once a second),
@@ -148,6 +156,10 @@ class Informer {
     std::chrono::milliseconds backoff_base{200};
     std::chrono::milliseconds backoff_max{std::chrono::seconds(10)};
     int page_size = 500;
+    // What of an object the informer remembers between lists, to hand to a kDeleted callback when a
+    // re-list no longer has it (null: all of it). A Pod's full object is tens of kilobytes as parsed JSON;
+    // remembering only what the callback reads keeps thousands of live Pods cheap.
+    std::function<json(const json&)> remember;
   };
   struct Stats {
     int lists = 0;      // successful (re)lists

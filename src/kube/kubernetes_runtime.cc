@@ -337,11 +337,25 @@ absl::StatusOr<PodStatus> KubernetesRuntime::GetCached(const std::string& name) 
 }
 
 absl::StatusOr<std::vector<PodStatus>> KubernetesRuntime::List(const runtime::LabelSelector& selector) {
-  auto r = client_.List(PodsPath(), FormatLabelSelector(selector));
-  if (!r.ok()) return r.status();
+  // Page by page, each Pod reduced to its PodStatus as it arrives: thousands of Pods never sit in memory
+  // as parsed JSON at once.
   std::vector<PodStatus> out;
-  out.reserve(r->items.size());
-  for (const auto& it : r->items) out.push_back(PodStatusFromObject(it));
+  auto rv = client_.ListEach(
+      PodsPath(), FormatLabelSelector(selector), kListPageSize,
+      [&](json& item) { out.push_back(PodStatusFromObject(item)); }, [&] { out.clear(); });
+  if (!rv.ok()) return rv.status();
+  return out;
+}
+
+json KubernetesRuntime::RememberedPod(const json& pod) {
+  // What PodStatusFromObject reads: the metadata it names and the status.
+  json meta = json::object();
+  const json m = pod.value("metadata", json::object());
+  for (const char* k : {"name", "labels", "annotations", "creationTimestamp", "deletionTimestamp"}) {
+    if (m.contains(k)) meta[k] = m[k];
+  }
+  json out = {{"metadata", std::move(meta)}};
+  if (pod.contains("status")) out["status"] = pod["status"];
   return out;
 }
 
@@ -384,8 +398,12 @@ std::unique_ptr<runtime::WatchHandle> KubernetesRuntime::Watch(
     }
     on_event(ev);
   };
+  Informer::Options opts;
+  opts.page_size = kListPageSize;
+  opts.remember = &RememberedPod;
   return std::make_unique<InformerHandle<PodCache>>(
-      std::make_unique<Informer>(client_, clock_, PodsPath(), FormatLabelSelector(selector), std::move(cb)),
+      std::make_unique<Informer>(client_, clock_, PodsPath(), FormatLabelSelector(selector), std::move(cb),
+                                 std::move(opts)),
       cache_);
 }
 

@@ -95,6 +95,12 @@ class KubernetesRuntime : public runtime::PodRuntime {
 
   const KubernetesRuntimeOptions& options() const { return options_; }
 
+  // The part of a Pod object the informer remembers between lists (metadata that PodStatusFromObject
+  // reads, and the status): a few hundred bytes instead of the tens of kilobytes of the parsed object.
+  static json RememberedPod(const json& pod);
+  // Pods per list request (List, the informer's lists): at most this many parsed objects in memory at once.
+  static constexpr int kListPageSize = 250;
+
  private:
   // The Pods the live watches have delivered, by name. Get answers from it (as fresh as the events a
   // level-triggered caller reacts to) and reads the API only for names no watch has delivered, so a

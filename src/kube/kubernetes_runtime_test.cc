@@ -235,6 +235,38 @@ TEST(PodStatusTest, FailureCauses) {
   EXPECT_TRUE(PodStatusFromObject(del).deleting);
 }
 
+TEST(PodStatusTest, TheRememberedPartOfAPodGivesTheSameStatusAndIsSmall) {
+  KubernetesRuntimeOptions opts;
+  opts.namespace_ = "analysis";
+  opts.image = "falcon/analyzer:test";
+  runtime::PodSpec spec;
+  spec.name = "falcon-analysis-a1";
+  spec.labels = {{runtime::kAnalysisIdLabel, "a1"}, {runtime::kManagedByLabel, runtime::kManagedByValue}};
+  spec.args = {"falcon-runner", "--analysis-id=a1"};
+  json pod = BuildPodManifest(spec, opts);
+  pod["metadata"]["creationTimestamp"] = "2024-01-01T00:00:00Z";
+  pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:05Z";
+  pod["metadata"]["managedFields"] = json::array({{{"manager", "kubelet"}, {"fieldsV1", {{"f:status", json::object()}}}}});
+  pod["status"] = json::parse(R"({"phase":"Failed","reason":"Evicted","message":"low on memory",
+    "startTime":"2024-01-01T00:00:01Z","containerStatuses":[{"name":"runner","state":{"terminated":
+    {"exitCode":137,"reason":"Error","finishedAt":"2024-01-01T00:00:04Z"}}}]})");
+  json kept = KubernetesRuntime::RememberedPod(pod);
+  runtime::PodStatus full = PodStatusFromObject(pod), slim = PodStatusFromObject(kept);
+  EXPECT_EQ(slim.name, full.name);
+  EXPECT_EQ(slim.labels, full.labels);
+  EXPECT_EQ(slim.phase, full.phase);
+  EXPECT_EQ(slim.exit_code, full.exit_code);
+  EXPECT_EQ(slim.reason, full.reason);
+  EXPECT_EQ(slim.message, full.message);
+  EXPECT_EQ(slim.created_at, full.created_at);
+  EXPECT_EQ(slim.started_at, full.started_at);
+  EXPECT_EQ(slim.finished_at, full.finished_at);
+  EXPECT_EQ(slim.deleting, full.deleting);
+  EXPECT_FALSE(kept.contains("spec"));
+  EXPECT_FALSE(kept["metadata"].contains("managedFields"));
+  EXPECT_LT(kept.dump().size() * 3, pod.dump().size()) << kept.dump();
+}
+
 TEST(LabelSelectorTest, Format) {
   EXPECT_EQ(FormatLabelSelector({{"a", "1"}, {"b", "2"}}), "a=1,b=2");
   EXPECT_EQ(FormatLabelSelector({}), "");
