@@ -29,7 +29,7 @@ work="$(mktemp -d -t falcon-apiserver-bench-XXXXXX)"
 pid=""
 cleanup() {
   if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then kill -TERM "$pid"; wait "$pid" || true; fi
-  rm -rf "$work"
+  if [ "${KEEP:-0}" = 1 ]; then echo "work dir kept: $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 

@@ -551,6 +551,7 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(falcon::kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(falcon::kMaxGrpcMessageBytes);
   falcon::ApplyGrpcServerKeepalive(builder);  // docs/http-api.md "gRPC FalconAPIService"
+  falcon::RefuseSharedGrpcPort(builder);      // a port in use is an error, not shared
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || grpc_port == 0) return Fail("cannot listen on --grpc-listen=" + f.grpc_listen + " (in use?)");
   auto health = falcon::controller::StartHealthServer(f.http_listen, controller, metrics);

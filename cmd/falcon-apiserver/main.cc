@@ -368,6 +368,7 @@ int main(int argc, char** argv) {
   builder.SetMaxReceiveMessageSize(falcon::kMaxGrpcMessageBytes);
   builder.SetMaxSendMessageSize(falcon::kMaxGrpcMessageBytes);
   falcon::ApplyGrpcServerKeepalive(builder);  // docs/http-api.md "gRPC FalconAPIService"
+  falcon::RefuseSharedGrpcPort(builder);      // a port in use is an error, not shared
   std::unique_ptr<grpc::Server> grpc_server = builder.BuildAndStart();
   if (!grpc_server || grpc_bound == 0) {
     return Fail("--grpc-listen: cannot listen on " + grpc_listen + " (address in use or not local?)");

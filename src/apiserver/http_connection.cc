@@ -1,5 +1,6 @@
 #include "apiserver/http_connection.h"
 
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <fcntl.h>
@@ -23,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/errors.h"
 #include "api/json_codec.h"
+#include "common/listen_address.h"
 #include "tls/x509_identity.h"
 
 #include <openssl/err.h>
@@ -698,6 +700,7 @@ class HttpConnectionServer::InlineQueue final : public httplib::TaskQueue {
 
 HttpConnectionServer::HttpConnectionServer() {
   new_task_queue = [this] { return new InlineQueue(*this); };
+  set_socket_options(ExclusiveListenSocketOptions);  // a port in use is an error, not shared
 }
 
 HttpConnectionServer::~HttpConnectionServer() { StopPools(); }

@@ -19,6 +19,14 @@ inline constexpr int kGrpcMaxPingStrikes = 2;
 // A connection without any call for this long is closed (GOAWAY); clients reconnect on their next call.
 inline constexpr int kGrpcMaxConnectionIdleMs = 10 * 60'000;
 
+// gRPC sets SO_REUSEPORT on its listening sockets by default, so a second server on a port another gRPC
+// server holds (a stale falcon-apiserver, a second controller started with the same flags) binds it too
+// and the kernel splits the connections between the two: half of the calls reach the wrong process. Our
+// servers refuse to share: a port in use is an error at start ("cannot listen on ...").
+inline void RefuseSharedGrpcPort(grpc::ServerBuilder& builder) {
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+}
+
 inline void ApplyGrpcServerKeepalive(grpc::ServerBuilder& builder) {
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, kGrpcKeepaliveTimeMs);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kGrpcKeepaliveTimeoutMs);

@@ -1,5 +1,7 @@
 #include "common/listen_address.h"
 
+#include <sys/socket.h>
+
 #include <cstdlib>
 
 namespace falcon {
@@ -24,6 +26,11 @@ absl::Status SplitHostPort(const std::string& listen, std::string* host, int* po
 
 bool IsLoopbackHost(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+void ExclusiveListenSocketOptions(int sock) {
+  int yes = 1;
+  setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
 }
 
 }  // namespace falcon

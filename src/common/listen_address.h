@@ -15,4 +15,11 @@ absl::Status SplitHostPort(const std::string& listen, std::string* host, int* po
 // localhost, 127.0.0.0/8, ::1.
 bool IsLoopbackHost(const std::string& host);
 
+// The socket options of an HTTP server's listening socket (cpp-httplib's set_socket_options): SO_REUSEADDR
+// only. cpp-httplib's default sets SO_REUSEPORT, with which a second server on a port in use (a stale
+// falcon-apiserver, a second replica started with the same flags) binds it too and the kernel splits the
+// connections between the two; with this the second one fails to start ("cannot listen on ..."). The gRPC
+// servers refuse the same way (RefuseSharedGrpcPort in grpc_keepalive.h).
+void ExclusiveListenSocketOptions(int sock);
+
 }  // namespace falcon

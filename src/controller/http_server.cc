@@ -1,10 +1,12 @@
 #include "controller/http_server.h"
 
+
 #include <httplib.h>
 
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/listen_address.h"
 #include "common/status.h"
 #include "controller/controller.h"
 #include "controller/metrics.h"
@@ -47,6 +49,7 @@ class HttplibHealthServer : public HealthServer {
       return absl::InvalidArgumentError(absl::StrCat("--http-listen=", listen, ": bad port"));
     }
     if (host.empty()) host = "0.0.0.0";
+    server_.set_socket_options(ExclusiveListenSocketOptions);  // a port in use is an error, not shared
     if (port == 0) {
       port_ = server_.bind_to_any_port(host);
     } else {

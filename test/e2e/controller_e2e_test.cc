@@ -371,6 +371,51 @@ TEST_F(OverrideE2E, ResourceOverrideSurvivesALeaderTakeover) {
       << "the new leader created it";
 }
 
+TEST_F(E2E, ASecondServerOnPortsInUseIsRefusedInsteadOfSharingThem) {
+  StartSystem(1, {});
+  WaitReady(0);
+  // gRPC would share a port with SO_REUSEPORT and split the connections between both processes.
+  const std::string api_port = std::to_string(api_grpc_port_), ctl_port = std::to_string(controllers_[0].grpc_port);
+  falcon::testsupport::Subprocess api2(
+      {kBin + "/falcon-apiserver", "--db=sqlite://" + (dir_ / "second.db").string(),
+       "--http-listen=127.0.0.1:" + std::to_string(falcon::testsupport::FreePort()),
+       "--grpc-listen=127.0.0.1:" + api_port, "--controller-addr=127.0.0.1:1",
+       "--object-store=file://" + objects_.string()},
+      dir_ / "apiserver2.log");
+  int code = 0;
+  ASSERT_TRUE(api2.WaitExit(std::chrono::seconds(30), &code));
+  EXPECT_NE(code, 0);
+  EXPECT_NE(api2.Log().find("cannot listen on 127.0.0.1:" + api_port), std::string::npos) << api2.Log();
+  falcon::testsupport::Subprocess ctl2(
+      {kBin + "/analyzer-controller", "--api-server=127.0.0.1:" + api_port, "--grpc-listen=127.0.0.1:" + ctl_port,
+       "--http-listen=127.0.0.1:" + std::to_string(falcon::testsupport::FreePort()),
+       "--object-store=file://" + objects_.string(), "--runtime=local", "--state-dir=" + (dir_ / "state2").string()},
+      dir_ / "controller2.log");
+  ASSERT_TRUE(ctl2.WaitExit(std::chrono::seconds(30), &code));
+  EXPECT_NE(code, 0);
+  EXPECT_NE(ctl2.Log().find("cannot listen on --grpc-listen=127.0.0.1:" + ctl_port), std::string::npos) << ctl2.Log();
+  // The same for the HTTP ports (cpp-httplib would share them the same way).
+  falcon::testsupport::Subprocess api3(
+      {kBin + "/falcon-apiserver", "--db=sqlite://" + (dir_ / "third.db").string(),
+       "--http-listen=127.0.0.1:" + std::to_string(http_port_),
+       "--grpc-listen=127.0.0.1:" + std::to_string(falcon::testsupport::FreePort()),
+       "--controller-addr=127.0.0.1:1", "--object-store=file://" + objects_.string()},
+      dir_ / "apiserver3.log");
+  ASSERT_TRUE(api3.WaitExit(std::chrono::seconds(30), &code));
+  EXPECT_NE(code, 0) << api3.Log();
+  falcon::testsupport::Subprocess ctl3(
+      {kBin + "/analyzer-controller", "--api-server=127.0.0.1:" + api_port,
+       "--grpc-listen=127.0.0.1:" + std::to_string(falcon::testsupport::FreePort()),
+       "--http-listen=127.0.0.1:" + std::to_string(controllers_[0].http_port),
+       "--object-store=file://" + objects_.string(), "--runtime=local", "--state-dir=" + (dir_ / "state3").string()},
+      dir_ / "controller3.log");
+  ASSERT_TRUE(ctl3.WaitExit(std::chrono::seconds(30), &code));
+  EXPECT_NE(code, 0) << ctl3.Log();
+  // The first pair is untouched: every call still reaches it.
+  EXPECT_EQ(HttpStatus(http_port_, "/readyz"), 200);
+  WaitReady(0);
+}
+
 TEST_F(E2E, CancelAndDelete) {
   StartSystem(1, {"--online-concurrency=1", "--delete-grace=2"});
   WaitReady(0);
