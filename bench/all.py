@@ -122,7 +122,7 @@ def rows_plugins(text, env):
                                   ("trace", "trace-summary", "python json.load", 9.0),
                                   ("xplane", "xplane-stats", "python protobuf", 21.0),
                                   ("xplane", "xplane-stats", "xprof hlo_stats converter", 11.0),
-                                  ("hlo", "hlo-stats", "python regex + JSONL records", None)):
+                                  ("hlo", "hlo-stats", "python records + cost model", None)):
         p, b = res.get((g, plugin)), res.get((g, base))
         if not p or not b:
             continue
@@ -148,7 +148,7 @@ def table(rows):
     for path, ours, unit, lat, ceil, what, goal, rss in rows:
         ratio = ours / ceil if ours and ceil else None
         if goal is None:
-            goal_s, ok = "(no goal: the baseline does less work)", True
+            goal_s, ok = "(none set)", True
         elif goal >= 1.5:  # a plugin's lead: ours / baseline, at least goal times
             goal_s, ok = f"≥ {goal:g}×", ratio is not None and ratio >= goal
         else:

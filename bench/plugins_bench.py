@@ -14,6 +14,12 @@
                                opcode, shape, dtype, elements, bytes, root, line, operands, metadata) and
                                one per module with its opcode counts; closer to hlo-stats' work, still
                                without its cost model
+  py-hlo-cost FILE OUT         the same records with the cost model a user would write for the same figures:
+                               per instruction flops (elementwise, dot, convolution, reduce and the called
+                               computations of fusion/call/reduce/map), transcendentals and bytes accessed
+                               (operands + output), and per module the totals (hlo-stats' work, roughly:
+                               its FLOPs and transcendentals agree with hlo-stats on testdata/hlo; its bytes
+                               leave out XLA's exceptions for fusions, tuples and slices)
   xprof FILE TOOL              XProf's converter (xspace_to_tool_data) on FILE
 """
 import collections
@@ -263,6 +269,132 @@ def py_hlo_records(path, out_path):
     print(f"instructions={instructions}")
 
 
+TRANSCENDENTAL = {"exponential", "exponential-minus-one", "log", "log-plus-one", "power", "rsqrt", "sqrt",
+                  "cbrt", "tanh", "logistic", "sine", "cosine", "tan", "atan2", "erf"}
+ELEMENTWISE = {"add", "subtract", "multiply", "divide", "maximum", "minimum", "negate", "abs", "compare",
+               "select", "clamp", "and", "or", "xor", "not", "remainder", "sign", "floor", "ceil",
+               "round-nearest-afz", "round-nearest-even", "shift-left", "shift-right-arithmetic",
+               "shift-right-logical", "is-finite", "real", "imag", "complex", "popcnt", "clz"}
+ZERO_BYTES = {"parameter", "constant", "get-tuple-element", "bitcast", "after-all", "add-dependency", "domain",
+              "opt-barrier"}
+
+
+def py_hlo_cost(path, out_path):
+    """py_hlo_records plus a cost model: computations are kept (name -> their instructions' costs) so that a
+    fusion, call, reduce or map can add up the computation it calls; HLO text defines a computation before
+    its callers."""
+    ins = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([a-z][a-z0-9\-]*)\((.*)$")
+    comp = re.compile(r"^\s*(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+    leaf = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
+    layout = re.compile(r"\{[^{}]*\}")
+    meta = re.compile(r'(op_name|op_type|source_file)="((?:[^"\\]|\\.)*)"|source_line=(\d+)')
+    called = re.compile(r"(?:calls|to_apply|body)=%?([\w.\-]+)")
+    contracting = re.compile(r"lhs_contracting_dims=\{([0-9,]*)\}")
+    window = re.compile(r"window=\{size=([0-9x]+)")
+    bits = {"pred": 8, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "f16": 16, "bf16": 16, "s32": 32, "u32": 32,
+            "f32": 32, "s64": 64, "u64": 64, "f64": 64, "c64": 64, "c128": 128}
+    state = {"module": None, "counts": collections.Counter(), "flops": 0.0, "trans": 0.0, "bytes": 0.0}
+    comp_cost = {}  # computation -> [flops, transcendentals] of its instructions
+    shapes = {}  # instruction -> (dims of its first array, elements, bytes)
+    computation, entry, instructions = None, False, 0
+
+    def flush_module(out):
+        if state["module"] is not None:
+            out.write(json.dumps({"record_type": "module", "source": path, "module": state["module"],
+                                  "instructions": sum(state["counts"].values()),
+                                  "opcode_counts": dict(sorted(state["counts"].items())),
+                                  "flops": state["flops"], "transcendentals": state["trans"],
+                                  "bytes_accessed": state["bytes"]}) + "\n")
+
+    with open(out_path, "w") as out:
+        for lineno, line in enumerate(open_any(path, "rt"), 1):
+            if line.startswith("HloModule"):
+                flush_module(out)
+                state.update(module=line.split()[1].rstrip(","), counts=collections.Counter(), flops=0.0,
+                             trans=0.0, bytes=0.0)
+                comp_cost, shapes, computation = {}, {}, None
+                continue
+            m = ins.match(line)
+            if not m:
+                c = comp.match(line)
+                if c:
+                    computation, entry = c.group(1), line.lstrip().startswith("ENTRY")
+                    comp_cost[computation] = [0.0, 0.0]
+                continue
+            root, name, shape, op, rest = m.groups()
+            elements, nbytes, first = 0, 0, None
+            for dtype, dims in leaf.findall(shape):
+                ds = [0 if d == "?" else int(d.lstrip("<=")) for d in filter(None, dims.split(","))]
+                n = 1
+                for d in ds:
+                    n *= d
+                if first is None:
+                    first = (ds, n)
+                elements += n
+                nbytes += (n * bits.get(dtype, 0) + 7) // 8
+            shapes[name] = (first[0] if first else [], first[1] if first else 0, nbytes)
+            operands = [a.split()[-1].lstrip("%") for a in rest.split(")", 1)[0].split(",") if a.strip()]
+            if op in ("parameter", "constant", "iota"):
+                operands = []
+            ops = [shapes.get(o, ([], 0, 0)) for o in operands]
+            flops = trans = 0.0
+            sub = comp_cost.get(called.search(rest).group(1), [0.0, 0.0]) if called.search(rest) else [0.0, 0.0]
+            if op in TRANSCENDENTAL:
+                trans = float(elements)
+            elif op in ELEMENTWISE:
+                flops = float(elements)
+            elif op == "dot" and ops:
+                k = 1
+                cd = contracting.search(rest)
+                for d in (filter(None, cd.group(1).split(",")) if cd else []):
+                    k *= ops[0][0][int(d)] if int(d) < len(ops[0][0]) else 1
+                flops = 2.0 * (first[1] if first else 0) * k
+            elif op == "convolution" and len(ops) > 1:
+                # 2 * output elements * kernel elements / output features (the kernel's spatial window times
+                # its input features).
+                out_elems = first[1] if first else 0
+                kdims = ops[1][0]
+                kernel = 1
+                for d in kdims:
+                    kernel *= d
+                flops = 2.0 * out_elems * kernel / max(1, kdims[-1] if kdims else 1)
+            elif op == "reduce" and ops:
+                count = max(0, ops[0][1] - (first[1] if first else 0))
+                flops, trans = sub[0] * count, sub[1] * count
+            elif op == "reduce-window":
+                w = window.search(rest)
+                size = 1
+                for d in (w.group(1).split("x") if w else []):
+                    size *= int(d)
+                flops, trans = sub[0] * (size - 1) * elements, sub[1] * (size - 1) * elements
+            elif op == "map":
+                flops, trans = sub[0] * elements, sub[1] * elements
+            elif op in ("fusion", "call", "while", "async-start"):
+                flops, trans = sub
+            nb = 0.0 if op in ZERO_BYTES else float(sum(o[2] for o in ops) + nbytes)
+            comp_cost[computation][0] += flops
+            comp_cost[computation][1] += trans
+            rec = {"record_type": "instruction", "source": path, "module": state["module"],
+                   "computation": computation, "name": name, "opcode": op, "shape": layout.sub("", shape),
+                   "dtype": "tuple" if shape.startswith("(") else shape.split("[", 1)[0],
+                   "elements": elements, "bytes": nbytes, "is_root": bool(root), "line": lineno,
+                   "operands": operands, "flops": flops, "transcendentals": trans, "bytes_accessed": nb}
+            for key, value, source_line in meta.findall(rest):
+                if source_line:
+                    rec["source_line"] = int(source_line)
+                else:
+                    rec[key] = value
+            out.write(json.dumps(rec) + "\n")
+            if entry:
+                state["flops"] += flops
+                state["trans"] += trans
+                state["bytes"] += nb
+            state["counts"][op] += 1
+            instructions += 1
+        flush_module(out)
+    print(f"instructions={instructions} flops={state['flops']:.0f}")
+
+
 def xprof(path, tool):
     from xprof.convert import raw_to_tool_data
     data, _ = raw_to_tool_data.xspace_to_tool_data([path], tool, {"use_saved_result": False})
@@ -287,6 +419,8 @@ def main():
         py_hlo(args[0])
     elif cmd == "py-hlo-records":
         py_hlo_records(args[0], args[1])
+    elif cmd == "py-hlo-cost":
+        py_hlo_cost(args[0], args[1])
     elif cmd == "xprof":
         xprof(args[0], args[1])
     else:

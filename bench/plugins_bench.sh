@@ -108,12 +108,14 @@ if want xplane; then
   measure xplane "xprof hlo_stats converter" "$xplane_base" "$XPROF_PY" "$HELPER" xprof "$xplane_base" hlo_stats
 fi
 if want hlo; then
-  # Two baselines: the regex scan (opcode counts and dot FLOPs only, far less work than hlo-stats) and the
-  # same scan writing one JSONL record per instruction as hlo-stats does (still without its cost model).
+  # Three baselines: the regex scan (opcode counts and dot FLOPs only, far less work than hlo-stats), the
+  # same scan writing one JSONL record per instruction as hlo-stats does, and those records with the cost
+  # model (FLOPs, transcendentals, bytes per instruction and module totals): the same work as hlo-stats.
   echo "== hlo, ${HLO_SIZE_MB} MB: plugin vs Python regexes"
   measure hlo "hlo-stats" "$hlo" "$PLUG/hlo-stats" --input "$hlo" --output "$out"
   measure hlo "python regex" "$hlo" "$PY" "$HELPER" py-hlo "$hlo"
   measure hlo "python regex + JSONL records" "$hlo" "$PY" "$HELPER" py-hlo-records "$hlo" "$out"
+  measure hlo "python records + cost model" "$hlo" "$PY" "$HELPER" py-hlo-cost "$hlo" "$out"
 fi
 rm -f "$out"
 

@@ -21,14 +21,14 @@ this then
 and prints a markdown table (figure | value | goal | ok?); exits 1 when a goal is missed.
 
 What recovery does with the non-terminal records (src/controller/recovery.cc, reconciler.cc): every one is
-listed (ListRunningAnalyses, pages of 500) and put on the work queue; a PENDING record without a Pod
-waits for admission (FIFO) and its reconcile is one GetAnalysisRecord and a cached Pod lookup; a RUNNING
-record without a Pod had one that vanished while no controller watched, so recovery recreates it (it
-keeps its admission slot). So RUNNING defaults to the online limit (8): those 8 Pods are recreated
-(`sleep 3600` on Exps whose artifact files this script writes, so they stay running and hold the slots)
-and every PENDING record keeps waiting — a full online queue with a backlog. The controller's catalog is
-empty, so the offline poller is idle: the recovery figures are those of the 100k records alone (the
-poller's query is figure (a)).
+listed (ListRunningAnalyses, pages of 500); a RUNNING record without a Pod had one that vanished while no
+controller watched, so it is recreated, through admission like a new start (ahead of the PENDING ones); a
+PENDING record without a Pod waits for admission (FIFO). Only what does not wait is put on the work queue,
+and each resync skips what waits too. So RUNNING defaults to the online limit (8): those 8 Pods are
+recreated (`sleep 3600` on Exps whose artifact files this script writes, so they stay running and hold the
+slots) and every PENDING record keeps waiting — a full online queue with a backlog. The controller's
+catalog is empty, so the offline poller is idle: the recovery figures are those of the 100k records alone
+(the poller's query is figure (a)).
 """
 import argparse
 import http.client
@@ -44,6 +44,8 @@ from benchlib import free_port, logger, pct, proc_status_kib  # noqa: E402 (benc
 
 BASE_US = 1_700_000_000 * 1_000_000  # 2023-11-14T22:13:20Z
 ONLINE_LIMIT = 8  # the controller's default --online-concurrency
+# The figures as numbers (milliseconds, seconds, MiB; None: not reached), for --json (bench/curves.py).
+FIGURES = {}
 
 
 log = logger("scale", sys.stderr)
@@ -387,6 +389,7 @@ def recovery(args, c, api, work, obj_dir, ctl_grpc, db_pid, results, info, extra
                           if t_drained is not None and t_ready is not None else
                           f"not drained within {args.recovery_timeout:.0f} s")))
             return
+        FIGURES["ready_s"], FIGURES["drained_s"] = t_ready, t_drained
         results.append(("controller start -> /readyz 200 (recovery done)",
                         f"{t_ready:.1f} s" if t_ready is not None else f"not within {args.recovery_timeout} s",
                         "< 60 s", t_ready is not None and t_ready < 60))
@@ -443,6 +446,8 @@ def recovery(args, c, api, work, obj_dir, ctl_grpc, db_pid, results, info, extra
         if waiting is not None and running is not None and int(waiting + running) != c.nonterminal:
             info.append(("WARNING", f"admission holds {waiting + running:.0f} analyses, expected {c.nonterminal}"))
         rss = vm_hwm_mib(proc.pid)
+        FIGURES["controller_rss_mib"] = rss
+        FIGURES["steady_controller_cpu"] = cpu["controller"] / dt
         results.append(("analyzer-controller peak RSS (VmHWM)", f"{rss:.0f} MiB", "< 512 MiB", rss < 512))
     finally:
         stop(proc)
@@ -468,6 +473,7 @@ def main():
     ap.add_argument("--recovery-timeout", type=float, default=180,
                     help="seconds to wait for /readyz and then for the drained work queue")
     ap.add_argument("--steady-seconds", type=float, default=25, help="the steady-state window after it")
+    ap.add_argument("--json", help="also write the figures as numbers to this file (for bench/curves.py)")
     ap.add_argument("--reader-seconds", type=float, default=10,
                     help="then GET /v1/analyses?status=pending,running this long, under the controller's load")
     args = ap.parse_args()
@@ -504,6 +510,7 @@ def main():
             a = json.loads(r.stdout)
             if a["items"] != 100:
                 info.append(("WARNING", f"ListExpsAwaitingAnalysis{label} returned {a['items']} items, not 100"))
+            FIGURES["awaiting" + ("_types" if extra else "") + "_p99_ms"] = a["p99_ms"]
             results.append((f"gRPC ListExpsAwaitingAnalysis(100){label} p50 / p99",
                             f"{a['p50_ms']:.2f} / {a['p99_ms']:.2f} ms", "< 20 ms", a["p99_ms"] < 20))
         # failed,cancelled: matches that are not the newest records (the backlog of PENDING ones is newer).
@@ -512,6 +519,7 @@ def main():
             if n != 50:
                 info.append(("WARNING", f"GET {path} returned {n} records, not 50"))
             p50, p99 = pct(lat, 0.5), pct(lat, 0.99)
+            FIGURES[f"GET {path} p99_ms"] = p99
             results.append((f"GET {path} first page p50 / p99", f"{p50:.2f} / {p99:.2f} ms", "< 20 ms", p99 < 20))
         # The plans, for the record (the statements the store runs for these calls).
         cols = ("analysis_id, name, exp_id, artifact_id, analysis_type, plugin_name, status, result_gcs_path, "
@@ -530,8 +538,9 @@ def main():
         if mid:
             at, aid = mid[0]
             plans["ListRunningAnalyses, a page from the middle"] = (
-                f"SELECT {cols} FROM analysis_records WHERE status = 'pending' AND (created_at > {at} OR "
-                f"(created_at = {at} AND analysis_id > '{aid}')) ORDER BY created_at, analysis_id LIMIT 501")
+                f"SELECT {cols} FROM analysis_records WHERE status = 'pending' AND created_at >= {at} AND "
+                f"(created_at > {at} OR (created_at = {at} AND analysis_id > '{aid}')) "
+                "ORDER BY created_at, analysis_id LIMIT 501")
         with open(os.path.join(work, "explain.txt"), "w") as f:
             for what, q in plans.items():
                 f.write(f"{what}:\n{explain(db, q)}\n")
@@ -542,6 +551,7 @@ def main():
             recovery(args, c, api, work, obj_dir, ctl_grpc, db_pid, results, info,
                      extra=("--resync-interval=600",), tag="-resync600")
         rss = vm_hwm_mib(api.proc.pid)
+        FIGURES["apiserver_rss_mib"] = rss
         results.append(("falcon-apiserver peak RSS (VmHWM)", f"{rss:.0f} MiB", "< 512 MiB", rss < 512))
     finally:
         stop(api.proc)
@@ -559,6 +569,10 @@ def main():
         print(f"- {what}: {val}")
     with open(os.path.join(work, "explain.txt")) as f:
         print("\nQuery plans (EXPLAIN on the loaded data):\n" + f.read())
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"scale": args.scale, "records": c.records, "nonterminal": c.nonterminal,
+                       "figures": FIGURES, "missed": [fig for fig, _, _, ok in results if not ok]}, f, indent=1)
     missed = [fig for fig, _, _, ok in results if not ok]
     if missed:
         print("MISSED: " + "; ".join(missed))
