@@ -216,14 +216,29 @@ def py_hlo(path):
     print(f"modules={modules['modules']} instructions={sum(modules.values()) - modules['modules']} dot_flops={flops}")
 
 
-def py_hlo_records(path, out_path):
-    ins = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([a-z][a-z0-9\-]*)\((.*)$")
-    comp = re.compile(r"^\s*(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
-    leaf = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
-    layout = re.compile(r"\{[^{}]*\}")
-    meta = re.compile(r'(op_name|op_type|source_file)="((?:[^"\\]|\\.)*)"|source_line=(\d+)')
-    bits = {"pred": 8, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "f16": 16, "bf16": 16, "s32": 32, "u32": 32,
+# The HLO text of py-hlo-records and py-hlo-cost: an instruction line (root, name, shape, opcode, the rest),
+# a computation's first line, an array shape, a layout, the metadata fields, and the bits of each type.
+HLO_INS = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([a-z][a-z0-9\-]*)\((.*)$")
+HLO_COMP = re.compile(r"^\s*(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+HLO_LEAF = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
+HLO_LAYOUT = re.compile(r"\{[^{}]*\}")
+HLO_META = re.compile(r'(op_name|op_type|source_file)="((?:[^"\\]|\\.)*)"|source_line=(\d+)')
+HLO_BITS = {"pred": 8, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "f16": 16, "bf16": 16, "s32": 32, "u32": 32,
             "f32": 32, "s64": 64, "u64": 64, "f64": 64, "c64": 64, "c128": 128}
+
+
+def add_metadata(rec, rest):
+    """The instruction's metadata fields (op_name, op_type, source_file, source_line) into its record."""
+    for key, value, source_line in HLO_META.findall(rest):
+        if source_line:
+            rec["source_line"] = int(source_line)
+        else:
+            rec[key] = value
+
+
+def py_hlo_records(path, out_path):
+    ins, comp, leaf, layout = HLO_INS, HLO_COMP, HLO_LEAF, HLO_LAYOUT
+    bits = HLO_BITS
     module, computation, counts, instructions = None, None, collections.Counter(), 0
 
     def flush_module(out):
@@ -257,11 +272,7 @@ def py_hlo_records(path, out_path):
                    "dtype": "tuple" if shape.startswith("(") else shape.split("[", 1)[0],
                    "elements": elements, "bytes": nbytes, "is_root": bool(root), "line": lineno,
                    "operands": operands if op not in ("parameter", "constant", "iota") else []}
-            for key, value, source_line in meta.findall(rest):
-                if source_line:
-                    rec["source_line"] = int(source_line)
-                else:
-                    rec[key] = value
+            add_metadata(rec, rest)
             out.write(json.dumps(rec) + "\n")
             counts[op] += 1
             instructions += 1
@@ -283,16 +294,11 @@ def py_hlo_cost(path, out_path):
     """py_hlo_records plus a cost model: computations are kept (name -> their instructions' costs) so that a
     fusion, call, reduce or map can add up the computation it calls; HLO text defines a computation before
     its callers."""
-    ins = re.compile(r"^\s*(ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([a-z][a-z0-9\-]*)\((.*)$")
-    comp = re.compile(r"^\s*(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
-    leaf = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\]")
-    layout = re.compile(r"\{[^{}]*\}")
-    meta = re.compile(r'(op_name|op_type|source_file)="((?:[^"\\]|\\.)*)"|source_line=(\d+)')
+    ins, comp, leaf, layout = HLO_INS, HLO_COMP, HLO_LEAF, HLO_LAYOUT
     called = re.compile(r"(?:calls|to_apply|body)=%?([\w.\-]+)")
     contracting = re.compile(r"lhs_contracting_dims=\{([0-9,]*)\}")
     window = re.compile(r"window=\{size=([0-9x]+)")
-    bits = {"pred": 8, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "f16": 16, "bf16": 16, "s32": 32, "u32": 32,
-            "f32": 32, "s64": 64, "u64": 64, "f64": 64, "c64": 64, "c128": 128}
+    bits = HLO_BITS
     state = {"module": None, "counts": collections.Counter(), "flops": 0.0, "trans": 0.0, "bytes": 0.0}
     comp_cost = {}  # computation -> [flops, transcendentals] of its instructions
     shapes = {}  # instruction -> (dims of its first array, elements, bytes)
@@ -379,11 +385,7 @@ def py_hlo_cost(path, out_path):
                    "dtype": "tuple" if shape.startswith("(") else shape.split("[", 1)[0],
                    "elements": elements, "bytes": nbytes, "is_root": bool(root), "line": lineno,
                    "operands": operands, "flops": flops, "transcendentals": trans, "bytes_accessed": nb}
-            for key, value, source_line in meta.findall(rest):
-                if source_line:
-                    rec["source_line"] = int(source_line)
-                else:
-                    rec[key] = value
+            add_metadata(rec, rest)
             out.write(json.dumps(rec) + "\n")
             if entry:
                 state["flops"] += flops
