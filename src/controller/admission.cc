@@ -14,10 +14,10 @@ QueueKind QueueFromLabel(const std::string& value) {
 
 Admission::Admission(int offline_limit, int online_limit) : limits_{offline_limit, online_limit} {}
 
-void Admission::Enqueue(QueueKind q, const std::string& id) {
+void Admission::Enqueue(QueueKind q, const std::string& id, bool ahead) {
   std::lock_guard<std::mutex> l(mu_);
   if (where_.count(id)) return;
-  uint64_t seq = next_seq_++;
+  uint64_t seq = ahead ? next_ahead_seq_++ : next_seq_++;
   where_[id] = Entry{q, seq};
   waiting_[static_cast<int>(q)].insert({seq, id});
 }

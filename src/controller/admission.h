@@ -25,8 +25,10 @@ class Admission {
  public:
   Admission(int offline_limit, int online_limit);
 
-  // Adds `id` to its queue unless it is waiting or holds a slot already.
-  void Enqueue(QueueKind q, const std::string& id);
+  // Adds `id` to its queue unless it is waiting or holds a slot already. `ahead`: before every id enqueued
+  // without it (still FIFO among those enqueued ahead) — for an analysis that already ran and must start
+  // again (a Pod to recreate, an infrastructure retry), which must not wait behind a backlog of new ones.
+  void Enqueue(QueueKind q, const std::string& id, bool ahead = false);
   // `id` holds a slot (its Pod exists), whatever the limit says; removes it from the waiting list.
   void MarkRunning(QueueKind q, const std::string& id);
   // Frees the slot of `id` or removes it from the waiting list. No-op if unknown.
@@ -56,7 +58,10 @@ class Admission {
   std::set<std::pair<uint64_t, std::string>> waiting_[kNumQueues];  // guarded by mu_; FIFO by seq
   std::set<std::string> running_[kNumQueues];                      // guarded by mu_
   std::map<std::string, Entry> where_;                             // guarded by mu_
-  uint64_t next_seq_ = 1;                                          // guarded by mu_
+  // Sequence numbers: those enqueued ahead count up from 1, the others from kBehind (0 means running).
+  static constexpr uint64_t kBehind = uint64_t{1} << 62;
+  uint64_t next_ahead_seq_ = 1;                                    // guarded by mu_
+  uint64_t next_seq_ = kBehind;                                    // guarded by mu_
 };
 
 }  // namespace falcon::controller

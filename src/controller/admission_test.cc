@@ -39,6 +39,23 @@ TEST(AdmissionTest, IsWaitingUntilAdmittedOrRunning) {
   EXPECT_TRUE(a.WaitingIds().empty());
 }
 
+TEST(AdmissionTest, WhatIsEnqueuedAheadGoesBeforeTheBacklogInItsOwnOrder) {
+  Admission a(/*offline=*/1, /*online=*/1);
+  a.Enqueue(QueueKind::kOnline, "new-1");
+  a.Enqueue(QueueKind::kOnline, "new-2");
+  a.Enqueue(QueueKind::kOnline, "again-1", /*ahead=*/true);
+  a.Enqueue(QueueKind::kOnline, "again-2", /*ahead=*/true);
+  EXPECT_EQ(a.WaitingIds(), (std::vector<std::string>{"again-1", "again-2", "new-1", "new-2"}));
+  std::vector<std::string> order;
+  for (int i = 0; i < 4; ++i) {
+    auto admitted = a.Admit();
+    ASSERT_EQ(admitted.size(), 1u) << i;
+    order.push_back(admitted[0]);
+    a.Release(admitted[0]);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{"again-1", "again-2", "new-1", "new-2"}));
+}
+
 TEST(AdmissionTest, DuplicateEnqueueAndReleaseOfUnknownAreNoOps) {
   Admission a(1, 1);
   a.Enqueue(QueueKind::kOnline, "x");

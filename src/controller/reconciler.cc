@@ -101,9 +101,9 @@ absl::StatusOr<std::optional<runtime::PodStatus>> Reconciler::GetPod(const std::
   return std::optional<runtime::PodStatus>(std::move(*pod));
 }
 
-bool Reconciler::HoldsSlot(QueueKind q, const std::string& id) {
+bool Reconciler::HoldsSlot(QueueKind q, const std::string& id, bool ahead) {
   if (ctx_.admission.IsAdmitted(id)) return true;
-  ctx_.admission.Enqueue(q, id);
+  ctx_.admission.Enqueue(q, id, ahead);
   for (const auto& a : ctx_.admission.Admit()) {
     if (a != id) ctx_.queue.Add(a);
   }
@@ -151,9 +151,9 @@ absl::Status Reconciler::Reconcile(const std::string& id, Outcome* out) {
   }
   if (!pod) {
     if (const AnalysisState st = ctx_.table.Get(id); st.recreate || st.retrying) {
-      // A recreation takes a slot like a new analysis: recovery after a long outage must not start more
-      // Pods than the limit allows (it queued the recreations ahead of every PENDING record).
-      if (!HoldsSlot(q, id)) return absl::OkStatus();
+      // A recreation takes a slot like a new analysis, so that recovery after a long outage starts no
+      // more Pods than the limit allows; it waits ahead of the PENDING records.
+      if (!HoldsSlot(q, id, /*ahead=*/true)) return absl::OkStatus();
       return CreatePod(rec, /*recreate=*/true, out);
     }
     spdlog::warn("analysis {}: its pod is gone while RUNNING", id);

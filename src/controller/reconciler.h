@@ -43,9 +43,10 @@ class Reconciler {
   absl::Status ReconcileRunning(AnalysisRecord rec, const runtime::PodStatus& pod, Outcome* out);
   absl::Status ReconcileTerminal(const AnalysisRecord& rec, const std::optional<runtime::PodStatus>& pod,
                                  Outcome* out);
-  // True if `id` holds a slot of queue `q`. Otherwise it joins the queue (once) and false until a slot is
-  // free; the Admit that gives it one enqueues it. Admits others into slots that are free meanwhile.
-  bool HoldsSlot(QueueKind q, const std::string& id);
+  // True if `id` holds a slot of queue `q`. Otherwise it joins the queue (once; `ahead` of the new
+  // analyses for one that ran already) and false until a slot is free; the Admit that gives it one
+  // enqueues it. Admits others into slots that are free meanwhile.
+  bool HoldsSlot(QueueKind q, const std::string& id, bool ahead = false);
   // Creates (or recreates) the Pod of an admitted record and marks it RUNNING.
   absl::Status CreatePod(const AnalysisRecord& rec, bool recreate, Outcome* out);
   // Terminal with no Pod left (none was created, or it vanished): forgets it entirely — admission slot,

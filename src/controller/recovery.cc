@@ -42,20 +42,20 @@ absl::Status Recovery::Run() {
   }
   int pending = 0, running = 0, to_recreate = 0;
   // RUNNING records whose Pod vanished while no controller watched are recreated, but through admission
-  // like any other start, ahead of every PENDING record (FIFO): after a long outage with many of them,
-  // only the limit's worth of Pods starts at once.
+  // like any other start, ahead of every PENDING record: after a long outage with many of them, only the
+  // limit's worth of Pods starts at once.
   for (const auto& r : records) {
-    if (r.status() != api::v1::ANALYSIS_STATUS_RUNNING) continue;
-    ++running;
-    if (by_id.count(r.analysis_id())) continue;
-    ctx_.table.Update(r.analysis_id(), [](AnalysisState& a) { a.recreate = true; });
-    ctx_.admission.Enqueue(QueueFor(r.analysis_type()), r.analysis_id());
-    ++to_recreate;
-  }
-  for (const auto& r : records) {
-    if (r.status() != api::v1::ANALYSIS_STATUS_PENDING) continue;
-    ++pending;
-    if (!by_id.count(r.analysis_id())) ctx_.admission.Enqueue(QueueFor(r.analysis_type()), r.analysis_id());
+    const bool has_pod = by_id.count(r.analysis_id()) > 0;
+    if (r.status() == api::v1::ANALYSIS_STATUS_RUNNING) {
+      ++running;
+      if (has_pod) continue;
+      ctx_.table.Update(r.analysis_id(), [](AnalysisState& a) { a.recreate = true; });
+      ctx_.admission.Enqueue(QueueFor(r.analysis_type()), r.analysis_id(), /*ahead=*/true);
+      ++to_recreate;
+    } else if (r.status() == api::v1::ANALYSIS_STATUS_PENDING) {
+      ++pending;
+      if (!has_pod) ctx_.admission.Enqueue(QueueFor(r.analysis_type()), r.analysis_id());
+    }
   }
   ctx_.EnqueueAdmitted();
   // A record that waits for a slot needs no reconcile until it gets one (the Admit that gives it one
