@@ -538,9 +538,8 @@ def main():
         if mid:
             at, aid = mid[0]
             plans["ListRunningAnalyses, a page from the middle"] = (
-                f"SELECT {cols} FROM analysis_records WHERE status = 'pending' AND created_at >= {at} AND "
-                f"(created_at > {at} OR (created_at = {at} AND analysis_id > '{aid}')) "
-                "ORDER BY created_at, analysis_id LIMIT 501")
+                f"SELECT {cols} FROM analysis_records WHERE status = 'pending' AND (created_at > {at} OR "
+                f"(created_at = {at} AND analysis_id > '{aid}')) ORDER BY created_at, analysis_id LIMIT 501")
         with open(os.path.join(work, "explain.txt"), "w") as f:
             for what, q in plans.items():
                 f.write(f"{what}:\n{explain(db, q)}\n")

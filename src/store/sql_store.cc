@@ -217,12 +217,8 @@ void AppendKeysetPage(std::string* sql, std::vector<SqlValue>* args, const char*
                       const int64_t* after_ts, const std::string* after_id, int64_t limit) {
   const char* cmp = descending ? "<" : ">";
   if (after_ts != nullptr) {
-    // The first bound is implied by the second; it is there for the planner: with it MariaDB seeks the
-    // index to the cursor (a range on created_at) instead of walking every entry before it and filtering,
-    // which made paging through a large backlog quadratic.
-    absl::StrAppend(sql, " AND created_at ", cmp, "= ? AND (created_at ", cmp, " ? OR (created_at = ? AND ",
-                    id_col, " ", cmp, " ?))");
-    args->insert(args->end(), {*after_ts, *after_ts, *after_ts, *after_id});
+    absl::StrAppend(sql, " AND (created_at ", cmp, " ? OR (created_at = ? AND ", id_col, " ", cmp, " ?))");
+    args->insert(args->end(), {*after_ts, *after_ts, *after_id});
   }
   const char* dir = descending ? " DESC" : "";
   absl::StrAppend(sql, " ORDER BY created_at", dir, ", ", id_col, dir, " LIMIT ?");
