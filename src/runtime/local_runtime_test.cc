@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -273,6 +275,30 @@ TEST_F(LocalRuntimeTest, LostSupervisorIsReportedAndItsPodKilled) {
   EXPECT_EQ(p.phase, PodPhase::kFailed);
   EXPECT_TRUE(p.reason == "SupervisorLost" || p.reason == "Error") << p.reason;
   EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(pid); }, 5s));
+}
+
+TEST(SupervisorAliveTest, AnErrorThatSaysNothingAboutTheSupervisorNeverMakesItLost) {
+  // A Pod folder whose lock nobody holds: the supervisor is gone.
+  char tmpl[] = "/tmp/falcon-supervisor-alive-XXXXXX";
+  fs::path dir = mkdtemp(tmpl);
+  { std::ofstream(dir / "lock").put('\0'); }
+  EXPECT_FALSE(local::SupervisorAlive(dir));
+  EXPECT_FALSE(local::SupervisorAlive(dir / "no-such-pod")) << "no Pod folder: no supervisor";
+  // Out of file descriptors, the lock cannot even be opened: that is no proof of death (the callers kill
+  // the Pod's processes when its supervisor is gone), so it counts as alive until it can be looked at.
+  struct rlimit old_limit;
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &old_limit), 0);
+  int lowest_free = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(lowest_free, 0);
+  ::close(lowest_free);
+  struct rlimit low = old_limit;
+  low.rlim_cur = static_cast<rlim_t>(lowest_free);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  const bool alive_without_fds = local::SupervisorAlive(dir);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &old_limit), 0);
+  EXPECT_TRUE(alive_without_fds);
+  EXPECT_FALSE(local::SupervisorAlive(dir)) << "and once it can look, it sees the truth";
+  fs::remove_all(dir);
 }
 
 TEST_F(LocalRuntimeTest, WatchDeliversAddedModifiedDeleted) {

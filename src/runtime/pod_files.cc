@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
+#include "spdlog/spdlog.h"
 
 namespace falcon::runtime::local {
 
@@ -241,8 +242,22 @@ absl::Status WriteFileAtomic(const fs::path& p, const std::string& data) {
 
 bool SupervisorAlive(const fs::path& pod_dir) {
   int fd = ::open((pod_dir / kLockFile).c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  bool alive = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  if (fd < 0) {
+    // No lock file (or no Pod folder): no supervisor. Any other failure (out of file descriptors, say)
+    // says nothing about the supervisor, and the callers kill the Pod's processes when it is gone: so
+    // alive, to be looked at again.
+    if (errno == ENOENT || errno == ENOTDIR) return false;
+    spdlog::warn("local runtime: cannot tell whether the supervisor of {} is alive ({}); assuming it is",
+                 pod_dir.string(), std::strerror(errno));
+    return true;
+  }
+  bool alive = true;
+  if (::flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    alive = false;  // nobody holds the lock
+  } else if (errno != EWOULDBLOCK) {
+    spdlog::warn("local runtime: cannot tell whether the supervisor of {} is alive (flock: {}); assuming it is",
+                 pod_dir.string(), std::strerror(errno));
+  }
   ::close(fd);  // releases a shared lock we may have taken
   return alive;
 }

@@ -63,7 +63,9 @@ absl::StatusOr<std::string> ReadSmallFile(const fs::path& p);
 // content, never a mix.
 absl::Status WriteFileAtomic(const fs::path& p, const std::string& data);
 
-// True while some process holds the Pod's lock (the supervisor). Never blocks.
+// True while some process holds the Pod's lock (the supervisor). Never blocks. When it cannot tell (the
+// lock file cannot be opened for another reason than its absence, e.g. out of file descriptors), true: the
+// callers kill a Pod whose supervisor is gone, which a transient error must never cause.
 bool SupervisorAlive(const fs::path& pod_dir);
 
 // /proc/<pid>/stat field 22 (start time in clock ticks); 0 if the process is gone or a zombie.
