@@ -1,5 +1,5 @@
 // Admission: two queues (offline, online), each with its own concurrency limit. An analysis waits in its
-// queue (FIFO: in the order of Enqueue) until its queue has a free slot; admitted
+// queue (FIFO: in the order of Enqueue, those enqueued `ahead` first) until its queue has a free slot; admitted
 // analyses hold the slot until Release. At recovery the slots are rebuilt from the runtime's own Pod list
 // (MarkRunning), not from memory. Thread-safe.
 #pragma once
