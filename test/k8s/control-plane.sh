@@ -12,6 +12,10 @@
 # Environment:
 #   FALCON_KUBELET=0            do not start the fake kubelet (Pods stay Pending)
 #   FALCON_KUBELET_PATH=DIRS    directories put first on PATH for Pod commands (e.g. build/bin)
+#   FALCON_KUBELET_RUNTIME=crun run each container in an OCI container (crun) that honours its
+#                               securityContext and volumes (controlplane/container.go); default: process
+#   FALCON_KUBELET_IMAGE_BUNDLE=DIR  with crun: the image unpacked by umoci (default: the host's /usr, /etc)
+#   FALCON_KUBELET_HOST_DIRS=D1,D2   with crun: host folders a container gets when its flags name them
 #   GOMODCACHE / GOCACHE        the Go caches (the first build takes 10-20 minutes on 2 cores)
 #
 # DIR gets: kubeconfig (cluster-admin client certificate), pki/ (CA, serving, admin, service-account
@@ -164,7 +168,9 @@ start_kubelet() {
   source "${dir}/env"
   setsid "${BIN}" kubelet --kubeconfig="${dir}/kubeconfig" --node-name=falcon-node --run-dir="${dir}" \
     --port="${KUBELET_PORT}" --tls-cert="${dir}/pki/kubelet.crt" --tls-key="${dir}/pki/kubelet.key" \
-    --path="${FALCON_KUBELET_PATH:-}" >>"${dir}/kubelet.log" 2>&1 </dev/null &
+    --path="${FALCON_KUBELET_PATH:-}" --runtime="${FALCON_KUBELET_RUNTIME:-process}" \
+    --image-bundle="${FALCON_KUBELET_IMAGE_BUNDLE:-}" --host-dirs="${FALCON_KUBELET_HOST_DIRS:-}" \
+    >>"${dir}/kubelet.log" 2>&1 </dev/null &
   echo $! >"${dir}/kubelet.pid"
 }
 

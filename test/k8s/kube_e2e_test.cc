@@ -69,6 +69,12 @@ class KubeE2E : public ::testing::Test, protected FalconSystem {
     dir_ = mkdtemp(tmpl);
     objects_ = dir_ / "objects";
     fs::create_directories(objects_);
+    if (Containers()) {
+      // The store containers run as the Pod's user (65532) and get the store folder bound (a hostPath a
+      // deployment would give them): it must be theirs, and its parents passable.
+      fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+      ASSERT_EQ(chown(objects_.c_str(), 65532, 65532), 0) << objects_;
+    }
     ns_ = cp_->NewNamespace("e2e");
     ASSERT_FALSE(ns_.empty()) << "cannot create a namespace";
     ASSERT_NO_FATAL_FAILURE(WriteServiceAccountKubeconfig());
@@ -113,6 +119,13 @@ class KubeE2E : public ::testing::Test, protected FalconSystem {
                                << "contexts:\n- name: test\n  context:\n    cluster: test\n"
                                << "    user: analyzer-controller\n    namespace: " << ns_ << "\n"
                                << "current-context: test\n";
+  }
+
+  // FALCON_KUBELET_RUNTIME=crun (the kube_container_test run of this file): the fake kubelet runs every
+  // container in an OCI container that honours its securityContext (test/k8s/controlplane/container.go).
+  static bool Containers() {
+    const char* r = std::getenv("FALCON_KUBELET_RUNTIME");
+    return r != nullptr && std::string(r) == "crun";
   }
 
   std::vector<std::string> LeaderFlags() {
@@ -509,6 +522,43 @@ TEST_F(KubeE2E, TheAnalysisContainerHoldsNoCredentialAndPassesRestricted) {
   auto refused = cp_->admin().Post("/api/v1/namespaces/" + ns_ + "/pods", privileged);
   ASSERT_FALSE(refused.ok()) << "a privileged Pod was admitted";
   EXPECT_NE(std::string(refused.status().message()).find("PodSecurity"), std::string::npos) << refused.status();
+}
+
+// With FALCON_KUBELET_RUNTIME=crun (kube_container_test): a hostile script in the analysis container of the
+// Pod the controller made, run in an OCI container that honours the Pod's securityContext, sees none of
+// the host: not the API server's database and state, not the store, not the control plane's keys, not the
+// host's secrets; it runs as the Pod's uid 65532 with no capabilities, cannot remount, write the image,
+// create namespaces or trace; the controller and an honest analysis keep working meanwhile.
+TEST_F(KubeE2E, AHostileScriptInTheAnalysisContainerIsContained) {
+  if (!Containers()) GTEST_SKIP() << "needs the container kubelet (FALCON_KUBELET_RUNTIME=crun)";
+  StartSystem(1, {});
+  WaitReady(0);
+  CreateExp("hostile");
+  // A folder counts as seen when its content is listed (an empty mount point of the uploader's store
+  // folder exists in the Pod's shared /tmp), a file when it is read.
+  const std::string probes = "for d in " + dir_.string() + " " + objects_.string() + " " + cp_->dir() +
+                             " /root " + kBin + "; do if [ -n \"$(ls -A \"$d\" 2>/dev/null)\" ]; then "
+                             "echo \"SEEN $d\"; fi; done; for f in " + cp_->dir() + "/pki/admin.key " +
+                             cp_->dir() + "/kubeconfig /etc/shadow; do if cat \"$f\" >/dev/null 2>&1; then "
+                             "echo \"SEEN $f\"; fi; done; "
+                             "id -u; grep CapEff /proc/self/status; "
+                             "mount -t tmpfs x /mnt 2>/dev/null && echo MOUNTED; "
+                             "touch /usr/falcon-was-here 2>/dev/null && echo WROTE-USR; "
+                             "touch /falcon-was-here 2>/dev/null && echo WROTE-ROOT; "
+                             "unshare -U true 2>/dev/null && echo UNSHARED; "
+                             "kill -0 1 2>/dev/null || echo NO-PID1";
+  std::string id = Command("hostile", "(" + probes + ") > \"$FALCON_OUTPUT_DIR/probes.txt\" 2>&1");
+  std::string honest = Command("hostile", "echo honest > \"$FALCON_OUTPUT_DIR/r.txt\"");
+  ASSERT_TRUE(WaitStatus(id, "succeeded")) << Get(id).dump(2) << AllControllerLogs();
+  ASSERT_TRUE(WaitStatus(honest, "succeeded")) << Get(honest).dump(2) << AllControllerLogs();
+  EXPECT_EQ(ReadFile(objects_ / "analysis" / "hostile" / honest / "r.txt"), "honest\n");
+  std::string out = ReadFile(objects_ / "analysis" / "hostile" / id / "probes.txt");
+  ASSERT_FALSE(out.empty()) << "the uploader stored the probes' results";
+  for (const std::string& breach : {"SEEN", "MOUNTED", "WROTE-USR", "WROTE-ROOT", "UNSHARED"}) {
+    EXPECT_EQ(out.find(breach), std::string::npos) << breach << ":\n" << out;
+  }
+  EXPECT_NE(out.find("65532\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("CapEff:\t0000000000000000"), std::string::npos) << out;
 }
 
 }  // namespace

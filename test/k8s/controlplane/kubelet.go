@@ -12,8 +12,10 @@ package main
 // containerStatuses) through the status subresource, enforces activeDeadlineSeconds (DeadlineExceeded),
 // stops the processes when the Pod is deleted and then removes the Pod with grace period 0, and serves each
 // container's log at the kubelet's /containerLogs endpoint so that `pods/{name}/log?container=` (with
-// follow) works through the apiserver. Security contexts are not enforced (the processes run as the
-// kubelet's user, without filesystem isolation); the apiserver's PodSecurity admission checks them.
+// follow) works through the apiserver. With --runtime=process (the default) security contexts are not
+// enforced (the processes run as the kubelet's user, without filesystem isolation; the apiserver's
+// PodSecurity admission checks them); with --runtime=crun each container runs in an OCI container that
+// honours them (container.go).
 //
 // Pods annotated falcon.dev/fake-kubelet=ignore are left alone (tests that write the status themselves).
 
@@ -67,6 +69,7 @@ type kubelet struct {
 	runs     map[types.UID]*podRun
 	logPaths map[string]string        // ns/pod/container -> file
 	logDone  map[string]chan struct{} // file -> closed when its container ended
+	ctr      *containerRuntime        // --runtime=crun; nil: host processes
 }
 
 func runKubelet(args []string) int {
@@ -78,6 +81,9 @@ func runKubelet(args []string) int {
 	cert := fs.String("tls-cert", "", "serving certificate (signed by the apiserver's --kubelet-certificate-authority)")
 	key := fs.String("tls-key", "", "serving key")
 	path := fs.String("path", "", "directories prepended to PATH when running a container command")
+	runtimeName := fs.String("runtime", "process", "process: containers run as host processes; crun: in OCI containers (container.go)")
+	bundle := fs.String("image-bundle", "", "--runtime=crun: an image unpacked by umoci (config.json + rootfs/); default: the host's /usr and /etc")
+	hostDirs := fs.String("host-dirs", "", "--runtime=crun: comma-separated host folders a container may get bound when its command line names a path under them")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -99,6 +105,17 @@ func runKubelet(args []string) int {
 	}
 	k := &kubelet{client: client, node: *node, runDir: *runDir, path: *path,
 		runs: map[types.UID]*podRun{}, logPaths: map[string]string{}, logDone: map[string]chan struct{}{}}
+	switch *runtimeName {
+	case "process":
+	case "crun":
+		if k.ctr, err = newContainerRuntime(*runDir, *bundle, *hostDirs, *path); err != nil {
+			fmt.Fprintf(os.Stderr, "kubelet: %v\n", err)
+			return 1
+		}
+	default:
+		fmt.Fprintf(os.Stderr, "kubelet: --runtime=%s: want process or crun\n", *runtimeName)
+		return 2
+	}
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("/containerLogs/", k.serveLogs)
@@ -140,7 +157,17 @@ func runKubelet(args []string) int {
 		k.mu.Lock()
 		for _, r := range k.runs {
 			for _, pr := range append(append([]*proc{}, r.inits...), r.main) {
-				if pr != nil && pr.cmd != nil && pr.cmd.Process != nil {
+				if pr == nil || pr.cmd == nil || pr.cmd.Process == nil {
+					continue
+				}
+				// Only groups whose leader has not been reaped: once it has, its id may already belong
+				// to an unrelated process group (ids are reused), which must not be killed.
+				select {
+				case <-pr.done:
+				default:
+					if pr.ctr != nil {
+						pr.ctr.kill(pr.ctrID, "KILL") // the container is not in crun's process group
+					}
 					_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
 				}
 			}
@@ -268,6 +295,8 @@ type proc struct {
 	done    chan struct{}
 	started metav1.Time
 	term    *corev1.ContainerStateTerminated
+	ctr     *containerRuntime // set when the container runs under crun
+	ctrID   string
 }
 
 // containerEnv is what a container runtime gives a container: the image's PATH (here the kubelet's, with
@@ -319,6 +348,9 @@ func (k *kubelet) startProc(p *corev1.Pod, c corev1.Container, podDir, workDir, 
 		close(pr.done)
 		return pr, errors.New("container has no command and no args (the fake kubelet does not know images)")
 	}
+	if k.ctr != nil {
+		return k.startContainer(p, c, podDir, argv, pr, logFile)
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	// Resolve argv[0] with the prepended PATH.
 	if k.path != "" && !strings.Contains(argv[0], "/") {
@@ -341,6 +373,34 @@ func (k *kubelet) startProc(p *corev1.Pod, c corev1.Container, podDir, workDir, 
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	pr.cmd = cmd
+	return k.run(pr, logFile, nil)
+}
+
+// startContainer runs the container under crun (container.go). A container that cannot be configured
+// (runAsNonRoot with uid 0, a volume kind the test kubelet does not run, ...) never starts: its status says
+// CreateContainerConfigError with the reason.
+func (k *kubelet) startContainer(p *corev1.Pod, c corev1.Container, podDir string, argv []string, pr *proc,
+	logFile *os.File) (*proc, error) {
+	cmd, id, err := k.ctr.prepare(context.Background(), k, p, c, podDir, argv)
+	if err != nil {
+		fmt.Fprintf(logFile, "fake kubelet: %v\n", err)
+		logFile.Close()
+		close(pr.done)
+		if isConfigError(err) {
+			return pr, err
+		}
+		return pr, fmt.Errorf("cannot prepare the container: %v", err)
+	}
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	pr.cmd, pr.ctr, pr.ctrID = cmd, k.ctr, id
+	return k.run(pr, logFile, func() { k.ctr.finish(id, podDir, c) })
+}
+
+// run starts pr.cmd and records its end (exit code, reason) in pr.term; `after` runs once it has ended.
+func (k *kubelet) run(pr *proc, logFile *os.File, after func()) (*proc, error) {
+	cmd := pr.cmd
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(logFile, "fake kubelet: cannot start container: %v\n", err)
 		logFile.Close()
@@ -349,6 +409,9 @@ func (k *kubelet) startProc(p *corev1.Pod, c corev1.Container, podDir, workDir, 
 	}
 	go func() {
 		err := cmd.Wait()
+		if after != nil {
+			after()
+		}
 		logFile.Close()
 		code, reason := int32(0), "Completed"
 		if err != nil {
@@ -375,7 +438,11 @@ func (k *kubelet) startProc(p *corev1.Pod, c corev1.Container, podDir, workDir, 
 
 func startFailure(pr *proc, err error) *corev1.ContainerStateTerminated {
 	now := metav1.Now()
-	return &corev1.ContainerStateTerminated{ExitCode: 128, Reason: "StartError", Message: err.Error(),
+	reason := "StartError"
+	if isConfigError(err) {
+		reason = "CreateContainerConfigError"
+	}
+	return &corev1.ContainerStateTerminated{ExitCode: 128, Reason: reason, Message: err.Error(),
 		StartedAt: pr.started, FinishedAt: now}
 }
 
@@ -521,6 +588,9 @@ func stopProc(pr *proc, grace int64) {
 	select {
 	case <-pr.done:
 	case <-time.After(time.Duration(grace) * time.Second):
+		if pr.ctr != nil {
+			pr.ctr.kill(pr.ctrID, "KILL") // crun forwards TERM, but its container is not in its group
+		}
 		_ = syscall.Kill(-pr.cmd.Process.Pid, syscall.SIGKILL)
 		<-pr.done
 	}
