@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -159,13 +160,25 @@ func (r *containerRuntime) pathInContainer() []string {
 }
 
 // cleanStale removes the containers a previous kubelet of this run dir left behind.
+// crunCmd runs one crun management command (kill, delete), bounded by crunTimeout.
+const crunTimeout = 10 * time.Second
+
+func (r *containerRuntime) crunCmd(args ...string) {
+	ctx, cancel := context.WithTimeout(context.Background(), crunTimeout)
+	defer cancel()
+	if err := exec.CommandContext(ctx, r.crun, append([]string{"--root", r.stateDir}, args...)...).Run(); err != nil &&
+		ctx.Err() != nil {
+		fmt.Fprintf(os.Stderr, "kubelet: crun %s did not end within %v\n", strings.Join(args, " "), crunTimeout)
+	}
+}
+
 func (r *containerRuntime) cleanStale() {
 	entries, err := os.ReadDir(r.stateDir)
 	if err != nil {
 		return
 	}
 	for _, e := range entries {
-		_ = exec.Command(r.crun, "--root", r.stateDir, "delete", "--force", e.Name()).Run()
+		r.crunCmd("delete", "--force", e.Name())
 	}
 }
 
@@ -195,11 +208,11 @@ func containerID(p *corev1.Pod, c corev1.Container) string { return string(p.UID
 // kill sends sig to the container's processes (crun kill); KILL reaches them even when the container's
 // init ignores it.
 func (r *containerRuntime) kill(id string, sig string) {
-	_ = exec.Command(r.crun, "--root", r.stateDir, "kill", id, sig).Run()
+	r.crunCmd("kill", id, sig)
 }
 
 func (r *containerRuntime) remove(id string) {
-	_ = exec.Command(r.crun, "--root", r.stateDir, "delete", "--force", id).Run()
+	r.crunCmd("delete", "--force", id)
 }
 
 // securityOf merges the Pod's and the container's security contexts the way the kubelet does (the
