@@ -16,6 +16,7 @@
 #include <iostream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "auth/token_secret.h"
 #include "common/clock.h"
@@ -102,6 +103,8 @@ struct Flags {
   int64_t max_timeout = 86400;
   std::string pod_service_account;
   std::string pod_priority_class;
+  std::string work_size_limit = "10Gi";
+  std::string tmp_size_limit = "1Gi";
 };
 
 fs::path BinDir() {
@@ -167,6 +170,15 @@ absl::StatusOr<Backends> MakeBackends(const Flags& f, falcon::Clock& clock) {
     ro.object_store_secret = f.object_store_secret;
     ro.service_account_name = f.pod_service_account;
     ro.priority_class_name = f.pod_priority_class;
+    for (const auto& [flag, value] : {std::pair{"--work-size-limit", &f.work_size_limit},
+                                      std::pair{"--tmp-size-limit", &f.tmp_size_limit}}) {
+      auto bytes = falcon::ParseMemoryBytes(*value);
+      if (!bytes.ok() || *bytes <= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(flag, "=", *value, ": a positive size such as 10Gi or 512Mi"));
+      }
+    }
+    ro.work_size_limit = f.work_size_limit;
+    ro.tmp_size_limit = f.tmp_size_limit;
     b.runtime = std::make_unique<falcon::kube::KubernetesRuntime>(*b.kube, clock, ro);
     if (f.leader_elect) {
       falcon::kube::LeaseElectorOptions lo;
@@ -350,6 +362,12 @@ int main(int argc, char** argv) {
                  "token is never mounted)");
   app.add_option("--pod-priority-class", f.pod_priority_class,
                  "kubernetes: priorityClassName of the analysis Pods (a plugin's priority_class_name wins)");
+  app.add_option("--work-size-limit", f.work_size_limit,
+                 "kubernetes: sizeLimit of the Pods' /work emptyDir (inputs and results; the kubelet evicts a Pod "
+                 "beyond it)")
+      ->capture_default_str();
+  app.add_option("--tmp-size-limit", f.tmp_size_limit, "kubernetes: sizeLimit of the Pods' /tmp emptyDir")
+      ->capture_default_str();
   app.add_option("--config", f.config, "YAML file with the same keys as the flags (flags win)");
   app.add_option("--log-level", f.log_level, "trace|debug|info|warn|error")->capture_default_str();
   app.add_option("--log-format", f.log_format, "text|json")->capture_default_str();

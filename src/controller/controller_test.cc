@@ -301,6 +301,16 @@ TEST_F(ControllerTest, InfrastructureFailuresRunAgainUpToTheLimitAndAScriptsExit
   Peer().DrainQueue();
   EXPECT_EQ(Status(oom), ANALYSIS_STATUS_FAILED) << "out of its own memory limit: the script's doing";
   EXPECT_EQ(rt_.creates(Pod(oom)), 1);
+  // Evicted for filling its own emptyDir (the kubelet's message names the Pod's limit): the script's doing.
+  std::string full = Online("yes > /work/big");
+  Peer().DrainQueue();
+  rt_.SetPhase(Pod(full), PodPhase::kRunning);
+  rt_.SetPhase(Pod(full), PodPhase::kFailed, 137, "Evicted",
+               "Usage of EmptyDir volume \"work\" exceeds the limit \"10Gi\". ");
+  Peer().DrainQueue();
+  EXPECT_EQ(Status(full), ANALYSIS_STATUS_FAILED);
+  EXPECT_TRUE(absl::StrContains(api_.Record(full).error_message(), "exceeds the limit")) << api_.Record(full).error_message();
+  EXPECT_EQ(rt_.creates(Pod(full)), 1);
 }
 
 TEST_F(ControllerTest, ARetriedAnalysisThatSucceedsClearsTheRetryMessageAndThePluginsLimitWins) {
@@ -736,6 +746,12 @@ TEST_F(ControllerTest, RequestImageAndTimeoutAreCheckedKeptAndReachThePod) {
   EXPECT_EQ(rt_.Spec(Pod(*id)).active_deadline_seconds, 900);
   EXPECT_TRUE(rt_.Spec(Pod(first)).image.empty()) << "no image asked: the runtime's default";
   EXPECT_EQ(rt_.Spec(Pod(first)).active_deadline_seconds, config_.default_timeout_seconds);
+  // Its deadline is the request's in the failure message too.
+  rt_.SetPhase(Pod(*id), PodPhase::kRunning);
+  rt_.SetPhase(Pod(*id), PodPhase::kFailed, 137, "DeadlineExceeded");
+  Peer().DrainQueue();
+  EXPECT_TRUE(absl::StrContains(api_.Record(*id).error_message(), "timed out after 900s"))
+      << api_.Record(*id).error_message();
 }
 
 // A leader change: the replica that took the request loses the lease before the Pod exists; the new

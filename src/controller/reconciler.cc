@@ -59,10 +59,21 @@ std::string LastLines(const std::string& text, int n, size_t max_bytes = 4096) {
 
 // The reasons a Pod fails for that say the infrastructure ended it, not the analysis: the kubelet evicted
 // it (node pressure, a preemption, a graceful node shutdown), its node was lost, or the node refused it at
-// admission. A script's own exit (Error, OOMKilled, DeadlineExceeded, a non-zero code) is none of these.
-bool IsInfrastructureReason(const std::string& reason) {
-  static const char* const kReasons[] = {"Evicted",  "NodeLost",   "Shutdown",  "NodeShutdown", "Terminated",
-                                         "Preempting", "NodeAffinity", "UnexpectedAdmissionError"};
+// admission. A script's own exit (Error, OOMKilled, DeadlineExceeded, a non-zero code) is none of these, and
+// neither is an eviction for exceeding the Pod's own local-storage limits: the kubelet's messages for those
+// ("Usage of EmptyDir volume "work" exceeds the limit "10Gi".", "Container x exceeded its local ephemeral
+// storage limit "1Gi".", "Pod ephemeral local storage usage exceeds the total limit of containers 1Gi.")
+// name the analysis' own limit, and running it again would only fill the volume again.
+bool IsInfrastructureFailure(const std::string& reason, const std::string& message) {
+  if (reason == "Evicted") {
+    for (const char* own : {"exceeds the limit", "exceeded its local ephemeral storage limit",
+                            "exceeds the total limit"}) {
+      if (message.find(own) != std::string::npos) return false;
+    }
+    return true;
+  }
+  static const char* const kReasons[] = {"NodeLost",   "Shutdown",     "NodeShutdown",
+                                         "Terminated", "Preempting", "NodeAffinity", "UnexpectedAdmissionError"};
   for (const char* r : kReasons) {
     if (reason == r) return true;
   }
@@ -209,7 +220,7 @@ absl::Status Reconciler::ReconcileRunning(AnalysisRecord rec, const runtime::Pod
       break;
     }
     case runtime::PodPhase::kFailed: {
-      if (IsInfrastructureReason(pod.reason)) {
+      if (IsInfrastructureFailure(pod.reason, pod.message)) {
         FALCON_ASSIGN_OR_RETURN(
             bool retried,
             RetryAfterInfrastructureFailure(rec, pod, pod.reason,
@@ -610,7 +621,9 @@ absl::StatusOr<bool> Reconciler::RetryAfterInfrastructureFailure(const AnalysisR
   return true;
 }
 
+// The request's (kept in the record), else the plugin's, else the deployment's: what BuildPodSpec gave the Pod.
 int64_t Reconciler::TimeoutSecondsFor(const AnalysisRecord& rec) const {
+  if (rec.timeout_seconds() > 0) return rec.timeout_seconds();
   const api::v1::Plugin* p = rec.plugin_name().empty() ? nullptr : ctx_.deps.catalog->Find(rec.plugin_name());
   if (p != nullptr && p->timeout_seconds() > 0) return p->timeout_seconds();
   return ctx_.config.default_timeout_seconds;

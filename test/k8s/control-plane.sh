@@ -16,6 +16,7 @@
 #                               securityContext and volumes (controlplane/container.go); default: process
 #   FALCON_KUBELET_IMAGE_BUNDLE=DIR  with crun: the image unpacked by umoci (default: the host's /usr, /etc)
 #   FALCON_KUBELET_HOST_DIRS=D1,D2   with crun: host folders a container gets when its flags name them
+#   FALCON_KUBELET_POD_MAX_PIDS=N    with crun: tasks a container may hold (default 1024)
 #   GOMODCACHE / GOCACHE        the Go caches (the first build takes 10-20 minutes on 2 cores)
 #
 # DIR gets: kubeconfig (cluster-admin client certificate), pki/ (CA, serving, admin, service-account
@@ -57,7 +58,7 @@ build() {
 }
 
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  python3 "${HERE}/../support/free_port.py"  # below the ephemeral range (see there)
 }
 
 gen_certs() {
@@ -170,6 +171,7 @@ start_kubelet() {
     --port="${KUBELET_PORT}" --tls-cert="${dir}/pki/kubelet.crt" --tls-key="${dir}/pki/kubelet.key" \
     --path="${FALCON_KUBELET_PATH:-}" --runtime="${FALCON_KUBELET_RUNTIME:-process}" \
     --image-bundle="${FALCON_KUBELET_IMAGE_BUNDLE:-}" --host-dirs="${FALCON_KUBELET_HOST_DIRS:-}" \
+    --pod-max-pids="${FALCON_KUBELET_POD_MAX_PIDS:-1024}" \
     >>"${dir}/kubelet.log" 2>&1 </dev/null &
   echo $! >"${dir}/kubelet.pid"
 }

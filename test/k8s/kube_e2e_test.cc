@@ -6,8 +6,10 @@
 //
 // One control plane per test process (ctest runs each test in its own process); one namespace, labelled
 // pod-security enforce=restricted, per test. Every process started here is stopped at the end of its test.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <ifaddrs.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "controller/api_client.h"
 #include "kube/kube_test_env.h"
@@ -48,6 +51,23 @@ const std::string kSource = FALCON_SOURCE_DIR;
 // Lease timings of the leader-election tests (seconds): a standby takes over within kLeaseDuration of the
 // leader's last renewal.
 constexpr double kLeaseDuration = 3, kRenewDeadline = 2, kRetryPeriod = 0.5;
+
+// An IPv4 address of this machine other than loopback ("" if it has none).
+std::string NonLoopbackAddress() {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string out;
+  for (ifaddrs* a = list; a != nullptr && out.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    char buf[INET_ADDRSTRLEN];
+    const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+    if (inet_ntop(AF_INET, &in->sin_addr, buf, sizeof buf) != nullptr && std::string(buf).rfind("127.", 0) != 0) {
+      out = buf;
+    }
+  }
+  freeifaddrs(list);
+  return out;
+}
 
 class KubeE2E : public ::testing::Test, protected FalconSystem {
  protected:
@@ -78,6 +98,7 @@ class KubeE2E : public ::testing::Test, protected FalconSystem {
     ns_ = cp_->NewNamespace("e2e");
     ASSERT_FALSE(ns_.empty()) << "cannot create a namespace";
     ASSERT_NO_FATAL_FAILURE(WriteServiceAccountKubeconfig());
+    if (Containers()) ASSERT_NO_FATAL_FAILURE(ApplyNetworkPolicy());
     runtime_flags_ = {"--runtime=kubernetes", "--kubeconfig=" + kubeconfig_.string(), "--namespace=" + ns_,
                       "--analysis-image=falcon-analyzer:test"};
   }
@@ -119,6 +140,17 @@ class KubeE2E : public ::testing::Test, protected FalconSystem {
                                << "contexts:\n- name: test\n  context:\n    cluster: test\n"
                                << "    user: analyzer-controller\n    namespace: " << ns_ << "\n"
                                << "current-context: test\n";
+  }
+
+  // deploy/'s NetworkPolicy for the analysis Pods, in this test's namespace: the container kubelet gives the
+  // Pods it selects a network of their own with only a loopback interface (test/k8s/controlplane/limits.go).
+  void ApplyNetworkPolicy() {
+    std::string np = ReadFile(kSource + "/deploy/kubernetes/50-analysis-network-policy.yaml");
+    ASSERT_FALSE(np.empty());
+    np = std::regex_replace(np, std::regex("namespace: falcon\\b"), "namespace: " + ns_);
+    std::ofstream(dir_ / "network-policy.yaml") << np;
+    std::string out;
+    ASSERT_EQ(cp_->Kubectl("apply -f " + (dir_ / "network-policy.yaml").string(), &out), 0) << out;
   }
 
   // FALCON_KUBELET_RUNTIME=crun (the kube_container_test run of this file): the fake kubelet runs every
@@ -559,6 +591,73 @@ TEST_F(KubeE2E, AHostileScriptInTheAnalysisContainerIsContained) {
   }
   EXPECT_NE(out.find("65532\n"), std::string::npos) << out;
   EXPECT_NE(out.find("CapEff:\t0000000000000000"), std::string::npos) << out;
+}
+
+// What a node enforces around a container, in the container kubelet (docs/security.md, "Kubernetes"):
+// deploy/'s NetworkPolicy leaves the analysis Pods no network (none of the system's ports, nor the host's
+// address, answers), --pod-max-pids ends a fork bomb, an emptyDir's sizeLimit evicts the Pod that fills it
+// (and RLIMIT_FSIZE stops a file at that size), activeDeadlineSeconds ends a CPU spin; none of them is run
+// again, and honest analyses beside them succeed.
+TEST_F(KubeE2E, AHostileScriptCannotExhaustTheNodeOrReachTheNetworkFromItsContainer) {
+  if (!Containers()) GTEST_SKIP() << "needs the container kubelet (FALCON_KUBELET_RUNTIME=crun)";
+  StartSystem(1, {"--work-size-limit=64Mi", "--tmp-size-limit=64Mi", "--infra-retries=1"});
+  WaitReady(0);
+  CreateExp("limits");
+
+  // A fork bomb first, alone: containers of one uid share the kernel's bound until the kubelet kills the
+  // one at its limit (limits.go).
+  std::string bomb = Command("limits", "b() { b | b & }; b; sleep 30");
+  ASSERT_TRUE(WaitStatus(bomb, "failed", 90s)) << Get(bomb).dump(2) << AllControllerLogs();
+  std::string err = Get(bomb)["error_message"];
+  EXPECT_NE(err.find("PidLimitReached"), std::string::npos) << err;
+  EXPECT_NE(err.find("--pod-max-pids"), std::string::npos) << err;
+
+  // The ports of this machine's services, from inside the analysis' network.
+  std::vector<std::string> targets = {"127.0.0.1:" + std::to_string(http_port_),
+                                      "127.0.0.1:" + std::to_string(api_grpc_port_),
+                                      "127.0.0.1:" + cp_->Env("APISERVER_PORT")};
+  std::string host_ip = NonLoopbackAddress();
+  if (!host_ip.empty()) targets.push_back(host_ip + ":" + cp_->Env("APISERVER_PORT"));
+  std::string py = "import os, socket\n"
+                   "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+                   "socket.create_connection(s.getsockname(), timeout=3); print('LOOPBACK-OK')\n"
+                   "for t in '" + absl::StrJoin(targets, " ") + "'.split():\n"
+                   "    h, p = t.rsplit(':', 1)\n"
+                   "    try:\n"
+                   "        socket.create_connection((h, int(p)), timeout=3); print('REACHED', t)\n"
+                   "    except OSError as e:\n"
+                   "        print('refused', t, e)\n"
+                   "print('IFACES', sorted(os.listdir('/sys/class/net')))\n";
+  std::string net = Command("limits", "python3 - > \"$FALCON_OUTPUT_DIR/net.txt\" 2>&1 <<'EOF'\n" + py + "EOF");
+  // One file beyond the volume's limit stops at it; with a second file the Pod is evicted.
+  std::string fill = Command("limits", "head -c 100000000 /dev/zero > \"$FALCON_OUTPUT_DIR/big\"; "
+                                       "head -c 10000000 /dev/zero > \"$FALCON_OUTPUT_DIR/more\"; sleep 30");
+  std::string spin = Submit({{"exp_id", "limits"}, {"analysis_type", "online"}, {"command", "while :; do :; done"},
+                             {"timeout_seconds", 3}});
+  std::string honest = Command("limits", "echo honest > \"$FALCON_OUTPUT_DIR/r.txt\"");
+
+  ASSERT_TRUE(WaitStatus(net, "succeeded", 90s)) << Get(net).dump(2) << AllControllerLogs();
+  std::string out = ReadFile(objects_ / "analysis" / "limits" / net / "net.txt");
+  EXPECT_NE(out.find("LOOPBACK-OK"), std::string::npos) << out;
+  EXPECT_EQ(out.find("REACHED"), std::string::npos) << out;
+  EXPECT_NE(out.find("IFACES ['lo']"), std::string::npos) << out;
+  EXPECT_EQ(Count(out, "\nrefused "), static_cast<int>(targets.size())) << out;
+
+  ASSERT_TRUE(WaitStatus(fill, "failed", 90s)) << Get(fill).dump(2) << AllControllerLogs();
+  err = Get(fill)["error_message"];
+  EXPECT_NE(err.find("Evicted"), std::string::npos) << err;
+  EXPECT_NE(err.find("exceeds the limit \"64Mi\""), std::string::npos) << err;
+  EXPECT_EQ(Get(fill).value("infra_retries", 0), 0) << "its own limit: not run again";
+  for (const auto& e : fs::recursive_directory_iterator(objects_ / "analysis" / "limits")) {
+    if (e.is_regular_file()) EXPECT_LE(e.file_size(), 64u << 20) << e.path();
+  }
+
+  ASSERT_TRUE(WaitStatus(spin, "failed", 90s)) << Get(spin).dump(2) << AllControllerLogs();
+  err = Get(spin)["error_message"];
+  EXPECT_NE(err.find("timed out after 3s"), std::string::npos) << err;
+
+  ASSERT_TRUE(WaitStatus(honest, "succeeded", 90s)) << Get(honest).dump(2) << AllControllerLogs();
+  EXPECT_EQ(ReadFile(objects_ / "analysis" / "limits" / honest / "r.txt"), "honest\n");
 }
 
 }  // namespace

@@ -29,7 +29,7 @@ int FakePodRuntime::AliveLocked() {
 }
 
 void FakePodRuntime::SetPhase(const std::string& name, runtime::PodPhase phase, std::optional<int> exit_code,
-                              const std::string& reason) {
+                              const std::string& reason, const std::string& message) {
   runtime::PodStatus st;
   {
     std::lock_guard<std::mutex> l(mu_);
@@ -42,6 +42,7 @@ void FakePodRuntime::SetPhase(const std::string& name, runtime::PodPhase phase, 
       s.finished_at = clock_.Now();
       s.exit_code = exit_code.value_or(phase == runtime::PodPhase::kSucceeded ? 0 : 1);
       s.reason = reason.empty() ? (phase == runtime::PodPhase::kSucceeded ? "Completed" : "Error") : reason;
+      s.message = message;
     } else if (!reason.empty()) {
       s.reason = reason;
     }

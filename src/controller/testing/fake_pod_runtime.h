@@ -19,7 +19,7 @@ class FakePodRuntime : public runtime::PodRuntime {
 
   // Test control.
   void SetPhase(const std::string& name, runtime::PodPhase phase, std::optional<int> exit_code = {},
-                const std::string& reason = "");
+                const std::string& reason = "", const std::string& message = "");
   void SetLogs(const std::string& name, const std::string& logs);
   void RemoveExternally(const std::string& name);
   // Marks the Pod as terminating (a delete requested by someone else) without removing it.

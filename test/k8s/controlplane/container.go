@@ -7,9 +7,8 @@ package main
 // (--image-bundle: its rootfs/ and the image's env, user and working dir from its config.json) or, without
 // one, a stand-in made of the host's /usr and /etc (read-only) with --path's folders bound at
 // /opt/falcon/<name> (the build's falcon-runner, and the plugins folder beside it). The network namespace
-// is the host's: the test control plane has no Pod network, and the store containers reach the API
-// server and the object store on loopback (a cluster denies the analysis the network with deploy/'s
-// NetworkPolicy instead).
+// is the host's, unless a NetworkPolicy isolates the Pod's egress: then the Pod gets one of its own with
+// only a loopback interface (limits.go).
 //
 // Volumes: emptyDir (a per-Pod folder, mode 0777 like the kubelet's, shared by the containers that mount
 // it), secret (the Secret's keys as files, read-only, mode defaultMode, group fsGroup); other kinds fail the
@@ -17,8 +16,9 @@ package main
 // container gets a host file or folder under one of --host-dirs bound at its own path only when its own
 // command line names it (`--object-store=file://DIR` read-write, any other path read-only).
 //
-// Resource limits are not enforced: cgroup controllers may not be delegated to the test machine (crun runs
-// with --cgroup-manager=disabled); the real kubelet enforces them with cgroups.
+// Limits: cgroup controllers may not be delegated to the test machine (crun runs with
+// --cgroup-manager=disabled), so CPU and memory limits are not enforced; the pid limit and emptyDir
+// sizeLimits are, by rlimits and a watcher (limits.go).
 
 import (
 	"context"
@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -45,6 +46,8 @@ type containerRuntime struct {
 	hostDirs []string // host folders whose paths a container's command line may name
 	pathDirs []string // --path: bound read-only at /opt/falcon/<name> (host stand-in only)
 	image    imageConfig
+	mu       sync.Mutex
+	netns    map[string]string // Pod folder -> its network namespace (limits.go), for isolated Pods
 }
 
 type imageConfig struct {
@@ -65,7 +68,8 @@ func newContainerRuntime(runDir, bundle, hostDirs, pathDirs string) (*containerR
 	if err != nil {
 		return nil, fmt.Errorf("--runtime=crun: crun is not on PATH (apt-get install crun): %v", err)
 	}
-	r := &containerRuntime{crun: crun, stateDir: filepath.Join(runDir, "crun"), bundle: bundle}
+	r := &containerRuntime{crun: crun, stateDir: filepath.Join(runDir, "crun"), bundle: bundle,
+		netns: map[string]string{}}
 	for _, d := range strings.Split(hostDirs, ",") {
 		if d != "" {
 			r.hostDirs = append(r.hostDirs, filepath.Clean(d))
@@ -237,35 +241,13 @@ var defaultCaps = []string{"CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_F
 func (r *containerRuntime) securityOf(p *corev1.Pod, c corev1.Container) (security, error) {
 	s := security{uid: r.image.UID, gid: r.image.GID, noNewPrivs: false, seccomp: "Unconfined"}
 	if ps := p.Spec.SecurityContext; ps != nil {
-		if ps.RunAsUser != nil {
-			s.uid = *ps.RunAsUser
-		}
-		if ps.RunAsGroup != nil {
-			s.gid = *ps.RunAsGroup
-		}
-		if ps.RunAsNonRoot != nil {
-			s.nonRoot = *ps.RunAsNonRoot
-		}
-		if ps.SeccompProfile != nil {
-			s.seccomp = string(ps.SeccompProfile.Type)
-		}
+		s.merge(ps.RunAsUser, ps.RunAsGroup, ps.RunAsNonRoot, ps.SeccompProfile)
 		s.fsGroup = ps.FSGroup
 		s.groups = append(s.groups, ps.SupplementalGroups...)
 	}
 	caps := append([]string{}, defaultCaps...)
 	if cs := c.SecurityContext; cs != nil {
-		if cs.RunAsUser != nil {
-			s.uid = *cs.RunAsUser
-		}
-		if cs.RunAsGroup != nil {
-			s.gid = *cs.RunAsGroup
-		}
-		if cs.RunAsNonRoot != nil {
-			s.nonRoot = *cs.RunAsNonRoot
-		}
-		if cs.SeccompProfile != nil {
-			s.seccomp = string(cs.SeccompProfile.Type)
-		}
+		s.merge(cs.RunAsUser, cs.RunAsGroup, cs.RunAsNonRoot, cs.SeccompProfile)
 		if cs.ReadOnlyRootFilesystem != nil {
 			s.readOnlyRoot = *cs.ReadOnlyRootFilesystem
 		}
@@ -297,6 +279,22 @@ func (r *containerRuntime) securityOf(p *corev1.Pod, c corev1.Container) (securi
 		return s, errConfig{"seccomp profile type Localhost is not supported by the test kubelet"}
 	}
 	return s, nil
+}
+
+// merge applies the fields a Pod's and a container's security contexts share (set ones win).
+func (s *security) merge(user, group *int64, nonRoot *bool, sp *corev1.SeccompProfile) {
+	if user != nil {
+		s.uid = *user
+	}
+	if group != nil {
+		s.gid = *group
+	}
+	if nonRoot != nil {
+		s.nonRoot = *nonRoot
+	}
+	if sp != nil {
+		s.seccomp = string(sp.Type)
+	}
 }
 
 func removeCap(caps []string, c string) []string {
@@ -502,8 +500,12 @@ func (r *containerRuntime) prepare(ctx context.Context, k *kubelet, p *corev1.Po
 	if sec.fsGroup != nil {
 		groups = append(groups, *sec.fsGroup)
 	}
+	namespaces := []map[string]string{{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}}
+	if netns := r.netnsOf(podDir); netns != "" {
+		namespaces = append(namespaces, map[string]string{"type": "network", "path": netns})
+	}
 	linux := map[string]interface{}{
-		"namespaces": []map[string]string{{"type": "pid"}, {"type": "ipc"}, {"type": "uts"}, {"type": "mount"}},
+		"namespaces": namespaces,
 		"maskedPaths": []string{"/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
 			"/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"},
 		"readonlyPaths": []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"},
@@ -526,6 +528,7 @@ func (r *containerRuntime) prepare(ctx context.Context, k *kubelet, p *corev1.Po
 			"capabilities": map[string]interface{}{"bounding": sec.caps, "effective": sec.caps,
 				"permitted": sec.caps, "inheritable": []string{}, "ambient": []string{}},
 			"noNewPrivileges": sec.noNewPrivs,
+			"rlimits":         k.rlimits(p, c, sec.readOnlyRoot),
 		},
 		"root":     map[string]interface{}{"path": root, "readonly": sec.readOnlyRoot},
 		"hostname": p.Name,

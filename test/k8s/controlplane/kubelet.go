@@ -56,8 +56,10 @@ type podRun struct {
 	sidecars []*proc       // the native sidecars among them
 	current  *proc         // the init container or main container running now
 	main     *proc
+	podDir   string
 	deleted  bool
 	deadline bool
+	evicted  string // the eviction's message (limits.go), "" if not evicted
 }
 
 type kubelet struct {
@@ -70,6 +72,8 @@ type kubelet struct {
 	logPaths map[string]string        // ns/pod/container -> file
 	logDone  map[string]chan struct{} // file -> closed when its container ended
 	ctr      *containerRuntime        // --runtime=crun; nil: host processes
+	// --pod-max-pids (crun): tasks a container may hold (limits.go); 0: no limit.
+	podMaxPids int64
 }
 
 func runKubelet(args []string) int {
@@ -84,6 +88,7 @@ func runKubelet(args []string) int {
 	runtimeName := fs.String("runtime", "process", "process: containers run as host processes; crun: in OCI containers (container.go)")
 	bundle := fs.String("image-bundle", "", "--runtime=crun: an image unpacked by umoci (config.json + rootfs/); default: the host's /usr and /etc")
 	hostDirs := fs.String("host-dirs", "", "--runtime=crun: comma-separated host folders a container may get bound when its command line names a path under them")
+	podMaxPids := fs.Int64("pod-max-pids", 1024, "--runtime=crun: tasks a container may hold before it is killed (0: no limit)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -104,7 +109,8 @@ func runKubelet(args []string) int {
 		return 1
 	}
 	k := &kubelet{client: client, node: *node, runDir: *runDir, path: *path,
-		runs: map[types.UID]*podRun{}, logPaths: map[string]string{}, logDone: map[string]chan struct{}{}}
+		runs: map[types.UID]*podRun{}, logPaths: map[string]string{}, logDone: map[string]chan struct{}{},
+		podMaxPids: *podMaxPids}
 	switch *runtimeName {
 	case "process":
 	case "crun":
@@ -112,6 +118,7 @@ func runKubelet(args []string) int {
 			fmt.Fprintf(os.Stderr, "kubelet: %v\n", err)
 			return 1
 		}
+		go k.watchLimits()
 	default:
 		fmt.Fprintf(os.Stderr, "kubelet: --runtime=%s: want process or crun\n", *runtimeName)
 		return 2
@@ -173,6 +180,9 @@ func runKubelet(args []string) int {
 			}
 		}
 		k.mu.Unlock()
+		if k.ctr != nil {
+			k.ctr.releaseAll()
+		}
 		os.Exit(0)
 	}()
 	for p := range queue {
@@ -290,13 +300,15 @@ func terminate(k *kubelet, run *podRun, grace *int64) {
 
 // proc is one container's process.
 type proc struct {
-	c       corev1.Container
-	cmd     *exec.Cmd
-	done    chan struct{}
-	started metav1.Time
-	term    *corev1.ContainerStateTerminated
-	ctr     *containerRuntime // set when the container runs under crun
-	ctrID   string
+	c         corev1.Container
+	cmd       *exec.Cmd
+	done      chan struct{}
+	started   metav1.Time
+	term      *corev1.ContainerStateTerminated
+	ctr       *containerRuntime // set when the container runs under crun
+	ctrID     string
+	pidNS     uint64 // the inode of its PID namespace, once known (limits.go)
+	killedFor string // why the kubelet killed it (limits.go), "" if it did not
 }
 
 // containerEnv is what a container runtime gives a container: the image's PATH (here the kubelet's, with
@@ -413,7 +425,7 @@ func (k *kubelet) run(pr *proc, logFile *os.File, after func()) (*proc, error) {
 			after()
 		}
 		logFile.Close()
-		code, reason := int32(0), "Completed"
+		code, reason, msg := int32(0), "Completed", ""
 		if err != nil {
 			var ee *exec.ExitError
 			if errors.As(err, &ee) {
@@ -428,7 +440,10 @@ func (k *kubelet) run(pr *proc, logFile *os.File, after func()) (*proc, error) {
 			reason = "Error"
 		}
 		k.mu.Lock()
-		pr.term = &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, StartedAt: pr.started,
+		if pr.killedFor != "" {
+			reason, msg = "PidLimitReached", pr.killedFor
+		}
+		pr.term = &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, Message: msg, StartedAt: pr.started,
 			FinishedAt: metav1.Now()}
 		k.mu.Unlock()
 		close(pr.done)
@@ -458,9 +473,13 @@ func (k *kubelet) start(ctx context.Context, p *corev1.Pod) {
 	podDir := filepath.Join(k.runDir, "pods", p.Namespace+"_"+p.Name+"_"+string(p.UID))
 	workDir := filepath.Join(podDir, "work")
 	tmpDir := filepath.Join(podDir, "tmp")
-	_ = os.MkdirAll(workDir, 0o755)
-	_ = os.MkdirAll(tmpDir, 0o755)
-	run := &podRun{uid: p.UID, done: make(chan struct{}), pod: p}
+	if k.ctr == nil { // host processes; containers get their volumes instead (container.go)
+		_ = os.MkdirAll(workDir, 0o755)
+		_ = os.MkdirAll(tmpDir, 0o755)
+	} else {
+		_ = os.MkdirAll(podDir, 0o755)
+	}
+	run := &podRun{uid: p.UID, done: make(chan struct{}), pod: p, podDir: podDir}
 	k.mu.Lock()
 	k.runs[p.UID] = run
 	k.mu.Unlock()
@@ -476,10 +495,23 @@ func (k *kubelet) runPod(ctx context.Context, p *corev1.Pod, run *podRun, c core
 	stopSidecars := func() {
 		k.mu.Lock()
 		sidecars := append([]*proc{}, run.sidecars...)
+		g := grace
+		if run.evicted != "" {
+			g = 0 // as the eviction itself
+		}
 		k.mu.Unlock()
 		for i := len(sidecars) - 1; i >= 0; i-- {
-			stopProc(sidecars[i], grace)
+			stopProc(sidecars[i], g)
 		}
+	}
+	if k.ctr != nil {
+		release, err := k.ctr.podNetwork(ctx, k, p, podDir)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "kubelet: %s/%s: %v\n", p.Namespace, p.Name, err)
+			k.writeStatus(ctx, p, run, corev1.PodFailed, "FailedCreatePodSandBox", err.Error())
+			return
+		}
+		defer release()
 	}
 	for _, ic := range p.Spec.InitContainers {
 		if k.stopped(run) {
@@ -510,7 +542,8 @@ func (k *kubelet) runPod(ctx context.Context, p *corev1.Pod, run *podRun, c core
 		if term != nil && term.ExitCode != 0 {
 			stopSidecars()
 			if !k.stopped(run) {
-				k.writeStatus(ctx, p, run, corev1.PodFailed, "", "")
+				reason, msg := k.evictedReason(run)
+				k.writeStatus(ctx, p, run, corev1.PodFailed, reason, msg)
 			}
 			return
 		}
@@ -559,13 +592,25 @@ func (k *kubelet) runPod(ctx context.Context, p *corev1.Pod, run *podRun, c core
 	if term.ExitCode != 0 {
 		phase = corev1.PodFailed
 	}
-	podReason, podMsg := "", ""
-	if deadline {
+	podReason, podMsg := k.evictedReason(run)
+	if podReason != "" {
+		phase = corev1.PodFailed
+	} else if deadline {
 		phase = corev1.PodFailed
 		podReason = "DeadlineExceeded"
 		podMsg = "Pod was active on the node longer than the specified deadline"
 	}
 	k.writeStatus(ctx, p, run, phase, podReason, podMsg)
+}
+
+// evictedReason: the Pod's reason and message when the kubelet evicted it (limits.go), else "".
+func (k *kubelet) evictedReason(run *podRun) (string, string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if run.evicted == "" {
+		return "", ""
+	}
+	return "Evicted", run.evicted
 }
 
 func (k *kubelet) stopped(run *podRun) bool {
