@@ -568,14 +568,51 @@ double CostModel::FusionBytes(uint32_t fusion, int body) {
       bytes += ParameterReadBytes(users, h);
       continue;
     }
-    // A tuple parameter: what is read through each of its get-tuple-elements (XLA follows one per leaf;
-    // the index attribute is not parsed, so every one is counted).
-    for (uint32_t gte : users.of[h - users.begin]) {
-      if (Op(gte).name == "get-tuple-element") bytes += ParameterReadBytes(users, gte);
-    }
+    // A tuple parameter: per leaf of its shape, what is read through the get-tuple-element chain of the
+    // leaf's index — at each level the first user that is a get-tuple-element of that tuple index, as
+    // FusionProcessOperandBytesRead follows them (a level without one stays where it is).
+    ForEachLeafIndex(instrs[h].shape, [&](const std::vector<int64_t>& index) {
+      uint32_t g = h;
+      for (int64_t sub : index) {
+        for (uint32_t user : users.of[g - users.begin]) {
+          if (Op(user).name == "get-tuple-element" && TupleIndex(user) == sub) {
+            g = user;
+            break;
+          }
+        }
+      }
+      bytes += ParameterReadBytes(users, g);
+    });
   }
   fusion_bytes_[body] = bytes;
   return bytes;
+}
+
+int64_t CostModel::TupleIndex(uint32_t g) const {
+  const Instruction& ins = m_->instructions[g];
+  if (!ins.Has(kAttrIndex)) return -1;
+  const std::string_view text = ins.attr(kAttrIndex);
+  int64_t i = -1;
+  return absl::SimpleAtoi(absl::string_view(text.data(), text.size()), &i) ? i : -1;
+}
+
+void CostModel::ForEachLeafIndex(uint32_t shape, const std::function<void(const std::vector<int64_t>&)>& fn) const {
+  std::vector<int64_t> index;
+  std::function<void(uint32_t)> walk = [&](uint32_t s) {
+    const ShapeNode& n = m_->shapes[s];
+    if (!n.is_tuple) {
+      fn(index);
+      return;
+    }
+    uint32_t child = s + 1;
+    for (uint32_t j = 0; j < n.children; ++j) {
+      index.push_back(j);
+      walk(child);
+      index.pop_back();
+      child += m_->shapes[child].subtree;
+    }
+  };
+  walk(shape);
 }
 
 int64_t CostModel::OperandShape(uint32_t g, size_t i) const {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -140,6 +141,10 @@ class CostModel {
   // HloCostAnalysis::FusionParameterReadBytes of instruction `hlo` (a fused parameter or a
   // get-tuple-element of one), whose computation's users are `users`.
   double ParameterReadBytes(const Users& users, uint32_t hlo);
+  // The `index` of a get-tuple-element (-1 if it has none).
+  int64_t TupleIndex(uint32_t g) const;
+  // Calls fn with the index of every array leaf of a shape (ShapeUtil::ForEachLeafShape's order).
+  void ForEachLeafIndex(uint32_t shape, const std::function<void(const std::vector<int64_t>&)>& fn) const;
   // The defining instruction of operand i of an instruction, -1 if it cannot be resolved.
   int64_t OperandDef(uint32_t instruction, size_t i) const;
   // The size HloCostAnalysis gives a shape: the dense size of an array, the index table (8 bytes per

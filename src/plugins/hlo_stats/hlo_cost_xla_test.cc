@@ -193,6 +193,32 @@ ENTRY e {
   EXPECT_EQ(Find(recs, "instruction", "dus")["bytes_accessed"], 2 * 128 + 4);
 }
 
+// A tuple-shaped fused parameter: per leaf, the first get-tuple-element of each index is followed
+// (FusionProcessOperandBytesRead), so a second one of the same index, read whole, does not count; a leaf
+// without one counts what the tuple's users read.
+TEST(HloCostXla, ATupleFusedParameterIsReadThroughTheFirstGetTupleElementOfEachIndex) {
+  auto recs = Analyze(R"(HloModule m
+fused {
+  p = (f32[100]{0}, f32[10]{0}) parameter(0)
+  a = f32[100]{0} get-tuple-element(p), index=0
+  s = f32[10]{0} slice(a), slice={[0:10]}
+  b = f32[100]{0} get-tuple-element(p), index=0
+  nb = f32[100]{0} negate(b)
+  s2 = f32[10]{0} slice(nb), slice={[10:20]}
+  c = f32[10]{0} get-tuple-element(p), index=1
+  m = f32[10]{0} multiply(s2, c)
+  ROOT r = f32[10]{0} add(s, m)
+}
+ENTRY e {
+  x = f32[100]{0} parameter(0)
+  y = f32[10]{0} parameter(1)
+  t = (f32[100]{0}, f32[10]{0}) tuple(x, y)
+  ROOT f = f32[10]{0} fusion(t), kind=kLoop, calls=fused
+})");
+  // Output 40; leaf {0} through `a` (its slice: 40, not `b`'s whole 400); leaf {1} through `c` (40).
+  EXPECT_EQ(Find(recs, "instruction", "f")["bytes_accessed"], 40 + 40 + 40);
+}
+
 TEST(HloCostXla, CustomFusionOfAGatherOrScatterCostsWhatItDoes) {
   auto recs = Analyze(R"(HloModule m
 add {

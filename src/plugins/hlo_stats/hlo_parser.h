@@ -61,6 +61,7 @@ enum Attr : int {
   kAttrCustomCallTarget,
   kAttrBackendConfig,
   kAttrFftLength,
+  kAttrIndex,  // get-tuple-element's tuple index
   // Called computations, in the order they are listed in Instruction's called range.
   kAttrCalls,
   kAttrToApply,
