@@ -65,7 +65,7 @@ validate() {
 }
 
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  python3 "${HERE}/../support/free_port.py"  # below the ephemeral range (see there)
 }
 
 wait_ready() {  # URL NAME LOG PID

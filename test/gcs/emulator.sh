@@ -57,7 +57,7 @@ install_emulator() {
 }
 
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  python3 "${HERE}/../support/free_port.py"  # below the ephemeral range (see there)
 }
 
 port_in_use() {

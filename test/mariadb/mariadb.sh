@@ -30,8 +30,9 @@ find_bin() {
   return 1
 }
 
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+  python3 "${HERE}/../support/free_port.py"  # below the ephemeral range (see there)
 }
 
 client() {

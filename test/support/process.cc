@@ -11,6 +11,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -18,21 +21,51 @@ namespace falcon::testsupport {
 
 namespace fs = std::filesystem;
 
-int FreePort() {
+namespace {
+
+int BindablePort(int port) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return 0;
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
+  a.sin_port = htons(static_cast<uint16_t>(port));
   socklen_t len = sizeof(a);
-  int port = 0;
+  int got = 0;
   if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-    port = ntohs(a.sin_port);
+    got = ntohs(a.sin_port);
   }
   ::close(fd);
-  return port;
+  return got;
+}
+
+int EphemeralLow() {
+  std::ifstream in("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  return (in >> low) && low > 10001 ? low : 32768;
+}
+
+}  // namespace
+
+// Below the kernel's ephemeral range, never from it: a port bind(0) picked and that was closed again may
+// be handed to an outgoing connection before the service binds it, and the service (which refuses a port
+// in use) would fail to start. Never the same port twice in one process. test/support/free_port.py does the
+// same for the scripts.
+int FreePort() {
+  static std::mutex mu;
+  static std::set<int> given;
+  static std::mt19937 rng(std::random_device{}());
+  std::lock_guard<std::mutex> l(mu);
+  std::uniform_int_distribution<int> pick(10000, EphemeralLow() - 1);
+  for (int i = 0; i < 1000; ++i) {
+    int port = pick(rng);
+    if (given.count(port) == 0 && BindablePort(port) == port) {
+      given.insert(port);
+      return port;
+    }
+  }
+  return BindablePort(0);  // nothing free below the range: the kernel's choice
 }
 
 std::string ReadFile(const fs::path& path) {

@@ -17,7 +17,7 @@
 
 namespace falcon::testsupport {
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
+// A TCP port on 127.0.0.1 that was free a moment ago, below the ephemeral range (process.cc).
 int FreePort();
 
 // The whole file ("" when it cannot be read).
