@@ -183,8 +183,10 @@ if [ -n "$EXPORT_OCI" ]; then
   step "exporting an OCI layout to $EXPORT_OCI (tag dev; unpack with: umoci unpack --image $EXPORT_OCI:dev DIR)"
   rm -rf "$EXPORT_OCI"
   podman save --quiet --format oci-dir -o "$EXPORT_OCI" "$TAG"
-  # podman's oci-dir names the image by its reference; tag it dev as well for umoci.
-  umoci tag --image "$EXPORT_OCI" "$(umoci ls --layout "$EXPORT_OCI" | head -1)" dev 2>/dev/null || true
+  # podman's oci-dir names the image by its reference; tag it dev as well for umoci (the source is
+  # LAYOUT:REFERENCE; the reference may hold ':' itself).
+  umoci tag --image "$EXPORT_OCI:$(umoci ls --layout "$EXPORT_OCI" | head -1)" dev \
+    || die "cannot tag the exported image dev in $EXPORT_OCI (umoci tag)"
 fi
 if [ -n "$EXPORT_ARCHIVE" ]; then
   step "exporting an OCI archive to $EXPORT_ARCHIVE"

@@ -10,7 +10,7 @@ PKGS=(
   libcurl4-openssl-dev libssl-dev zlib1g-dev
   nlohmann-json3-dev libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev libcpp-httplib-dev
   libgtest-dev libgmock-dev libsimdjson-dev libcjose-dev libjansson-dev
-  bubblewrap libseccomp-dev libcap-dev util-linux procps psmisc wrk python3 python3-venv crun
+  bubblewrap libseccomp-dev libcap-dev util-linux procps psmisc wrk python3 python3-venv crun acl
 )
 
 missing=()

@@ -84,8 +84,9 @@ absl::StatusOr<UniqueFd> OpenBeneathByWalk(int dirfd, const std::string& rel, in
   UniqueFd cur;
   int at = dirfd;
   for (size_t i = 0; i + 1 < segs->size(); ++i) {
-    // O_NOFOLLOW with O_DIRECTORY fails (ELOOP/ENOTDIR) on a link instead of opening what it names.
-    int fd = ::openat(at, (*segs)[i].c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    // O_NOFOLLOW with O_DIRECTORY fails (ELOOP/ENOTDIR) on a link instead of opening what it names; O_PATH:
+    // passing through a folder needs only search permission, as in a path lookup.
+    int fd = ::openat(at, (*segs)[i].c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
       int err = errno;
       struct stat st;

@@ -183,9 +183,10 @@ absl::Status Stager::StageInput(const std::string& uri) {
 
 absl::Status Stager::StageLocal(const std::string& uri, const CheckedInput& in) {
   // The root itself is the deployment's choice (or the input's own parent folder): its path is trusted;
-  // nothing below it is.
+  // nothing below it is. O_PATH: resolving beneath it needs only search permission (a root of mode 0711
+  // works), as a path lookup would.
   std::string root_path = in.root.LocalPath();
-  int r = ::open(root_path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int r = ::open(root_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
   if (r < 0) {
     return Annotate(ErrnoStatus(errno, absl::StrCat("opening ", root_path)),
                     absl::StrCat("input ", uri, " not found"));

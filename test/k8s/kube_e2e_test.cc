@@ -91,9 +91,13 @@ class KubeE2E : public ::testing::Test, protected FalconSystem {
     fs::create_directories(objects_);
     if (Containers()) {
       // The store containers run as the Pod's user (65532) and get the store folder bound (a hostPath a
-      // deployment would give them): it must be theirs, and its parents passable.
+      // deployment would give them): it must be theirs, and its parents passable. The controller here
+      // runs as root (in a deployment as 65532 too) and makes folders in it (a script's), so 65532 also
+      // gets a default ACL entry: every folder made below stays writable for the uploader.
       fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
       ASSERT_EQ(chown(objects_.c_str(), 65532, 65532), 0) << objects_;
+      ASSERT_EQ(std::system(("setfacl -m u:65532:rwx,d:u:65532:rwx " + objects_.string()).c_str()), 0)
+          << "setfacl (Debian's acl package; scripts/setup.sh installs it) on " << objects_;
     }
     ns_ = cp_->NewNamespace("e2e");
     ASSERT_FALSE(ns_.empty()) << "cannot create a namespace";
@@ -658,6 +662,64 @@ TEST_F(KubeE2E, AHostileScriptCannotExhaustTheNodeOrReachTheNetworkFromItsContai
 
   ASSERT_TRUE(WaitStatus(honest, "succeeded", 90s)) << Get(honest).dump(2) << AllControllerLogs();
   EXPECT_EQ(ReadFile(objects_ / "analysis" / "limits" / honest / "r.txt"), "honest\n");
+}
+
+// The demo's flow in containers — of the built image when the kubelet has it (FALCON_KUBELET_IMAGE_BUNDLE,
+// docs/kubernetes.md), else of the host stand-in: an offline plugin on a registered artifact, an online
+// Python script sent as `falcon analysis create --script probe.py` sends it, and a script that needs root,
+// which fails cleanly with the reason in its message.
+TEST_F(KubeE2E, TheDemosFlowRunsInContainers) {
+  if (!Containers()) GTEST_SKIP() << "needs the container kubelet (FALCON_KUBELET_RUNTIME=crun)";
+  StartSystem(1, {});
+  WaitReady(0);
+  fs::create_directories(dir_ / "data");
+  falcon::testsupport::WriteFile(dir_ / "data" / "a.txt", "hello\n");
+  fs::permissions(dir_ / "data", fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  CreateExp("demo", "running");
+  AddArtifact("demo", "file", dir_ / "data" / "a.txt");
+  int st;
+  Call("PATCH", "/v1/exps/demo", {{"status", "completed"}}, &st);
+  ASSERT_EQ(st, 200);
+
+  const std::string py =
+      "import json, os, sys\n"
+      "try:\n"
+      "    import numpy\n"
+      "    np = numpy.__version__\n"
+      "except ImportError:\n"
+      "    np = None\n"
+      "with open(os.path.join(os.environ['FALCON_OUTPUT_DIR'], 'env.json'), 'w') as f:\n"
+      "    json.dump({'python': sys.version.split()[0], 'numpy': np, 'uid': os.getuid()}, f)\n";
+  std::string online = Submit({{"exp_id", "demo"},
+                               {"analysis_type", "online"},
+                               {"command", "python3 \"$FALCON_SCRIPT\""},
+                               {"script_content", py},
+                               {"script_name", "probe.py"}});
+  std::string root = Command("demo", "apt-get install -y curl");
+
+  json list;
+  std::string offline;
+  ASSERT_TRUE(WaitFor([&] {
+    list = Call("GET", "/v1/analyses?exp_id=demo")["analyses"];
+    for (const auto& a : list) {
+      if (a["analysis_type"] == "offline" && a["status"] == "succeeded") offline = a["analysis_id"];
+    }
+    return !offline.empty();
+  }, 90s)) << list.dump(2) << AllControllerLogs();
+  EXPECT_FALSE(ReadFile(objects_ / "analysis" / "demo" / offline / "file-stats.jsonl").empty());
+
+  ASSERT_TRUE(WaitStatus(online, "succeeded", 90s)) << Get(online).dump(2) << AllControllerLogs();
+  json env = json::parse(ReadFile(objects_ / "analysis" / "demo" / online / "env.json"), nullptr, false);
+  ASSERT_TRUE(env.is_object());
+  EXPECT_EQ(env["uid"], 65532);
+  if (std::getenv("FALCON_KUBELET_IMAGE_BUNDLE") != nullptr && *std::getenv("FALCON_KUBELET_IMAGE_BUNDLE") != 0) {
+    EXPECT_TRUE(env["numpy"].is_string()) << "the image has numpy (docs/analysis-environment.md): " << env.dump();
+  }
+
+  ASSERT_TRUE(WaitStatus(root, "failed", 90s)) << Get(root).dump(2) << AllControllerLogs();
+  std::string err = Get(root)["error_message"];
+  EXPECT_NE(err.find("exit code 100"), std::string::npos) << err;
+  EXPECT_NE(err.find("are you root?"), std::string::npos) << err;  // apt's own words, in the message
 }
 
 }  // namespace
