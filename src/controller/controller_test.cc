@@ -99,6 +99,23 @@ TEST_F(ControllerTest, SucceededPodMakesTheRecordSucceededAndKeepsTheLog) {
   EXPECT_EQ(Peer().admission().Running(QueueKind::kOnline), 0);
 }
 
+// A termination message that is the log's end already (a kubelet's FallbackToLogsOnError) is not followed
+// by the same lines again.
+TEST_F(ControllerTest, AFailureMessageDoesNotRepeatTheLogItAlreadyHolds) {
+  NewController();
+  std::string id = Online("stage-me");
+  Peer().DrainQueue();
+  rt_.SetPhase(Pod(id), PodPhase::kRunning);
+  const std::string log = "[falcon-runner] ERROR staging failed: input refused\n[falcon-runner] exit code 3\n";
+  rt_.SetLogs(Pod(id), log);
+  rt_.SetPhase(Pod(id), PodPhase::kFailed, 3, "Error", "init container stage failed: " + log);
+  Peer().DrainQueue();
+  const std::string msg = api_.Record(id).error_message();
+  EXPECT_EQ(msg.find("ERROR staging failed"), msg.rfind("ERROR staging failed")) << msg;
+  EXPECT_NE(msg.find("ERROR staging failed"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("last log lines"), std::string::npos) << msg;
+}
+
 TEST_F(ControllerTest, AFinishedPodIsKeptUntilItsLogIsStoredAndTheRunnersReasonLeads) {
   config_.finished_pod_retention = seconds(0);
   NewController();

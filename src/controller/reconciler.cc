@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <sstream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "common/ids.h"
 #include "common/status.h"
@@ -653,7 +654,11 @@ std::string Reconciler::FailureMessage(const AnalysisRecord& rec, const runtime:
   }
   if (!pod.message.empty()) absl::StrAppend(&msg, ": ", pod.message);
   std::string tail = LastLines(log_tail, ctx_.config.error_log_lines);
-  if (!tail.empty()) absl::StrAppend(&msg, "; last log lines:\n", tail);
+  // A kubelet's FallbackToLogsOnError message is the log's end already: not twice.
+  absl::string_view bare = absl::StripAsciiWhitespace(tail);
+  if (!bare.empty() && pod.message.find(std::string(bare)) == std::string::npos) {
+    absl::StrAppend(&msg, "; last log lines:\n", tail);
+  }
   return msg;
 }
 

@@ -123,12 +123,7 @@ class KubeE2E : public ::testing::Test, protected FalconSystem {
   // Applies the controller's ServiceAccount, Role and RoleBinding of deploy/kubernetes/10-rbac.yaml to this
   // test's namespace and writes a kubeconfig that authenticates with a token of that ServiceAccount.
   void WriteServiceAccountKubeconfig() {
-    std::string rbac = ReadFile(kSource + "/deploy/kubernetes/10-rbac.yaml");
-    ASSERT_FALSE(rbac.empty());
-    rbac = std::regex_replace(rbac, std::regex("namespace: falcon\\b"), "namespace: " + ns_);
-    std::ofstream(dir_ / "rbac.yaml") << rbac;
-    std::string out;
-    ASSERT_EQ(cp_->Kubectl("apply -f " + (dir_ / "rbac.yaml").string(), &out), 0) << out;
+    ASSERT_NO_FATAL_FAILURE(ApplyToNamespace("10-rbac.yaml"));
     auto tr = cp_->admin().Post("/api/v1/namespaces/" + ns_ + "/serviceaccounts/analyzer-controller/token",
                                 {{"apiVersion", "authentication.k8s.io/v1"},
                                  {"kind", "TokenRequest"},
@@ -148,13 +143,16 @@ class KubeE2E : public ::testing::Test, protected FalconSystem {
 
   // deploy/'s NetworkPolicy for the analysis Pods, in this test's namespace: the container kubelet gives the
   // Pods it selects a network of their own with only a loopback interface (test/k8s/controlplane/limits.go).
-  void ApplyNetworkPolicy() {
-    std::string np = ReadFile(kSource + "/deploy/kubernetes/50-analysis-network-policy.yaml");
-    ASSERT_FALSE(np.empty());
-    np = std::regex_replace(np, std::regex("namespace: falcon\\b"), "namespace: " + ns_);
-    std::ofstream(dir_ / "network-policy.yaml") << np;
+  void ApplyNetworkPolicy() { ASSERT_NO_FATAL_FAILURE(ApplyToNamespace("50-analysis-network-policy.yaml")); }
+
+  // kubectl apply of deploy/kubernetes/<name> with its namespace replaced by this test's.
+  void ApplyToNamespace(const std::string& name) {
+    std::string yaml = ReadFile(kSource + "/deploy/kubernetes/" + name);
+    ASSERT_FALSE(yaml.empty()) << name;
+    yaml = std::regex_replace(yaml, std::regex("namespace: falcon\\b"), "namespace: " + ns_);
+    std::ofstream(dir_ / name) << yaml;
     std::string out;
-    ASSERT_EQ(cp_->Kubectl("apply -f " + (dir_ / "network-policy.yaml").string(), &out), 0) << out;
+    ASSERT_EQ(cp_->Kubectl("apply -f " + (dir_ / name).string(), &out), 0) << out;
   }
 
   // FALCON_KUBELET_RUNTIME=crun (the kube_container_test run of this file): the fake kubelet runs every
@@ -675,11 +673,19 @@ TEST_F(KubeE2E, TheDemosFlowRunsInContainers) {
   fs::create_directories(dir_ / "data");
   falcon::testsupport::WriteFile(dir_ / "data" / "a.txt", "hello\n");
   fs::permissions(dir_ / "data", fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  // One the Pod's user may not read: the stager fails, and its reason reaches the record (the kubelet's
+  // FallbackToLogsOnError termination message).
+  falcon::testsupport::WriteFile(dir_ / "data" / "private.txt", "not yours\n");
+  fs::permissions(dir_ / "data" / "private.txt", fs::perms::owner_read | fs::perms::owner_write);
   CreateExp("demo", "running");
   AddArtifact("demo", "file", dir_ / "data" / "a.txt");
-  int st;
-  Call("PATCH", "/v1/exps/demo", {{"status", "completed"}}, &st);
-  ASSERT_EQ(st, 200);
+  CreateExp("demo-private", "running");
+  AddArtifact("demo-private", "file", dir_ / "data" / "private.txt");
+  for (const std::string exp : {"demo", "demo-private"}) {
+    int st;
+    Call("PATCH", "/v1/exps/" + exp, {{"status", "completed"}}, &st);
+    ASSERT_EQ(st, 200);
+  }
 
   const std::string py =
       "import json, os, sys\n"
@@ -698,15 +704,24 @@ TEST_F(KubeE2E, TheDemosFlowRunsInContainers) {
   std::string root = Command("demo", "apt-get install -y curl");
 
   json list;
-  std::string offline;
+  std::string offline, refused;
   ASSERT_TRUE(WaitFor([&] {
     list = Call("GET", "/v1/analyses?exp_id=demo")["analyses"];
     for (const auto& a : list) {
       if (a["analysis_type"] == "offline" && a["status"] == "succeeded") offline = a["analysis_id"];
     }
-    return !offline.empty();
-  }, 90s)) << list.dump(2) << AllControllerLogs();
+    const json other = Call("GET", "/v1/analyses?exp_id=demo-private")["analyses"];
+    for (const auto& a : other) {
+      if (a["status"] == "failed") refused = a["analysis_id"];
+    }
+    return !offline.empty() && !refused.empty();
+  }, 90s)) << list.dump(2) << Call("GET", "/v1/analyses?exp_id=demo-private").dump(2) << AllControllerLogs();
   EXPECT_FALSE(ReadFile(objects_ / "analysis" / "demo" / offline / "file-stats.jsonl").empty());
+  std::string why = Get(refused)["error_message"];
+  EXPECT_NE(why.find("init container stage failed"), std::string::npos) << why;
+  EXPECT_NE(why.find("private.txt"), std::string::npos) << why;
+  EXPECT_NE(why.find("Permission denied"), std::string::npos) << why;
+  EXPECT_EQ(Count(why, "ERROR staging failed"), 1) << "the stager's words once, not again as log lines: " << why;
 
   ASSERT_TRUE(WaitStatus(online, "succeeded", 90s)) << Get(online).dump(2) << AllControllerLogs();
   json env = json::parse(ReadFile(objects_ / "analysis" / "demo" / online / "env.json"), nullptr, false);

@@ -12,10 +12,11 @@ package main
 // containerStatuses) through the status subresource, enforces activeDeadlineSeconds (DeadlineExceeded),
 // stops the processes when the Pod is deleted and then removes the Pod with grace period 0, and serves each
 // container's log at the kubelet's /containerLogs endpoint so that `pods/{name}/log?container=` (with
-// follow) works through the apiserver. With --runtime=process (the default) security contexts are not
-// enforced (the processes run as the kubelet's user, without filesystem isolation; the apiserver's
-// PodSecurity admission checks them); with --runtime=crun each container runs in an OCI container that
-// honours them (container.go).
+// follow) works through the apiserver; a failed container's termination message is the end of its log
+// under terminationMessagePolicy FallbackToLogsOnError, as the kubelet writes it. With --runtime=process
+// (the default) security contexts are not enforced (the processes run as the kubelet's user, without
+// filesystem isolation; the apiserver's PodSecurity admission checks them); with --runtime=crun each
+// container runs in an OCI container that honours them (container.go).
 //
 // Pods annotated falcon.dev/fake-kubelet=ignore are left alone (tests that write the status themselves).
 
@@ -439,6 +440,9 @@ func (k *kubelet) run(pr *proc, logFile *os.File, after func()) (*proc, error) {
 			}
 			reason = "Error"
 		}
+		if code != 0 && pr.c.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+			msg = logTail(logFile.Name())
+		}
 		k.mu.Lock()
 		if pr.killedFor != "" {
 			reason, msg = "PidLimitReached", pr.killedFor
@@ -449,6 +453,26 @@ func (k *kubelet) run(pr *proc, logFile *os.File, after func()) (*proc, error) {
 		close(pr.done)
 	}()
 	return pr, nil
+}
+
+// logTail is what the kubelet puts in a failed container's termination message under
+// terminationMessagePolicy FallbackToLogsOnError: the end of its log, at most 80 lines and 2048 bytes.
+func logTail(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const maxBytes, maxLines = 2048, 80
+	if st, err := f.Stat(); err == nil && st.Size() > maxBytes {
+		_, _ = f.Seek(st.Size()-maxBytes, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, maxBytes))
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > maxLines {
+		lines = lines[len(lines)-maxLines:]
+	}
+	return strings.Join(lines, "\n")
 }
 
 func startFailure(pr *proc, err error) *corev1.ContainerStateTerminated {
