@@ -157,8 +157,8 @@ func releaseNetns(path string) {
 	_ = os.Remove(path)
 }
 
-// rlimits of a container: RLIMIT_NPROC at twice --pod-max-pids (see above), RLIMIT_FSIZE at the largest sizeLimit of the
-// emptyDirs it mounts writable (none when one of them has no limit, or the root is writable).
+// rlimits of a container: RLIMIT_NPROC at twice --pod-max-pids (see above), RLIMIT_FSIZE at the largest
+// sizeLimit of the emptyDirs it mounts writable (none when one of them has no limit, or the root is writable).
 func (k *kubelet) rlimits(p *corev1.Pod, c corev1.Container, readOnlyRoot bool) []map[string]interface{} {
 	var out []map[string]interface{}
 	if k.podMaxPids > 0 {
@@ -170,7 +170,7 @@ func (k *kubelet) rlimits(p *corev1.Pod, c corev1.Container, readOnlyRoot bool) 
 		if m.ReadOnly {
 			continue
 		}
-		if _, isEmptyDir := emptyDirVolume(p, m.Name); !isEmptyDir {
+		if !isEmptyDir(p, m.Name) {
 			continue
 		}
 		l, ok := limits[m.Name]
@@ -188,13 +188,13 @@ func (k *kubelet) rlimits(p *corev1.Pod, c corev1.Container, readOnlyRoot bool) 
 	return out
 }
 
-func emptyDirVolume(p *corev1.Pod, name string) (*corev1.EmptyDirVolumeSource, bool) {
+func isEmptyDir(p *corev1.Pod, volume string) bool {
 	for _, v := range p.Spec.Volumes {
-		if v.Name == name && v.EmptyDir != nil {
-			return v.EmptyDir, true
+		if v.Name == volume && v.EmptyDir != nil {
+			return true
 		}
 	}
-	return nil, false
+	return false
 }
 
 // emptyDirLimits: the sizeLimit in bytes of each emptyDir that has one.
