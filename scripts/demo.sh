@@ -8,6 +8,8 @@
 #   scripts/demo.sh            run the demo, then stop the services (the demo dir is kept)
 #   KEEP=1 scripts/demo.sh     leave the services running afterwards
 #   DEMO_DIR=DIR scripts/demo.sh   use DIR instead of a new temp dir
+#   FALCON_PREBUILT=DIR scripts/demo.sh   use the binaries in DIR/bin, DIR/plugins and the catalog DIR/etc (an installed or
+#                              copied build); nothing is installed or built, so any user can run it
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -15,15 +17,23 @@ ROOT=$PWD
 say() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
 run() { printf '$ %s\n' "$*"; "$@"; }
 
-say "installing dependencies (idempotent) and building"
-bash scripts/setup.sh
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-ninja -C build -j"$(nproc)" falcon-apiserver analyzer-controller falcon-runner falcon-localpod falcon \
-  file-stats hlo-stats xplane-stats trace-summary >/dev/null
-BIN=$ROOT/build/bin
+if [ -n "${FALCON_PREBUILT:-}" ]; then
+  say "using the binaries in $FALCON_PREBUILT (FALCON_PREBUILT: nothing installed or built)"
+  BIN=$FALCON_PREBUILT/bin
+  for b in falcon-apiserver analyzer-controller falcon-runner falcon-localpod falcon; do
+    [ -x "$BIN/$b" ] || { echo "demo: $BIN/$b is missing or not executable (FALCON_PREBUILT=$FALCON_PREBUILT)" >&2; exit 1; }
+  done
+else
+  say "installing dependencies (idempotent) and building"
+  bash scripts/setup.sh
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  ninja -C build -j"$(nproc)" falcon-apiserver analyzer-controller falcon-runner falcon-localpod falcon \
+    file-stats hlo-stats xplane-stats trace-summary >/dev/null
+  BIN=$ROOT/build/bin
+fi
 export PATH=$BIN:$PATH
 
-D=${DEMO_DIR:-$(mktemp -d /tmp/falcon-demo.XXXXXX)}
+D=${DEMO_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/falcon-demo.XXXXXX")}
 mkdir -p "$D"
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 HTTP=$(free_port); GRPC=$(free_port); CTRL=$(free_port); CTRL_HTTP=$(free_port)
@@ -113,9 +123,18 @@ print(len(t), sum(x["status"] in ("succeeded","failed","cancelled") for x in t),
   fi
   last_line="$line"
   if [ "$total" -ge "$n_art" ] && [ "$done_" -ge "$total" ]; then [ -t 1 ] && echo; break; fi
+  if [ "$i" -eq 300 ]; then
+    echo; echo "demo: the offline analyses did not finish in 300 s; the controller's log is $D/controller.log" >&2
+    exit 1
+  fi
   sleep 1
 done
 run falcon analysis list --exp-id demo-exp
+if [ "$failed" -gt 0 ]; then
+  echo "demo: $failed offline analyses failed (their error_message above; \`falcon analysis logs ID\` shows a log;" \
+       "the controller's log is $D/controller.log)" >&2
+  exit 1
+fi
 
 say "an online analysis with a user script (--wait --follow)"
 cat >"$D/count_ops.py" <<'PY'

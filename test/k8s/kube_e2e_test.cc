@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "controller/api_client.h"
@@ -189,6 +191,20 @@ class KubeE2E : public ::testing::Test, protected FalconSystem {
 
 ControlPlane* KubeE2E::cp_ = nullptr;
 std::string KubeE2E::start_error_;
+
+// A Pod volume size the kube-apiserver would refuse on every Pod is refused when the controller starts,
+// naming the flag and what it wants.
+TEST_F(KubeE2E, AnInvalidVolumeSizeLimitStopsTheControllerAtStart) {
+  for (const std::string& bad : {"--work-size-limit=ten", "--tmp-size-limit=-1Gi", "--work-size-limit=0"}) {
+    std::vector<std::string> argv = {kBin + "/analyzer-controller", "--api-server=127.0.0.1:1",
+                                     "--object-store=file://" + objects_.string(), bad};
+    argv.insert(argv.end(), runtime_flags_.begin(), runtime_flags_.end());
+    auto r = falcon::testsupport::Subprocess::Run(argv, 30s);
+    EXPECT_FALSE(r.timed_out) << bad;
+    EXPECT_NE(r.code, 0) << bad << ":\n" << r.output;
+    EXPECT_NE(r.output.find(bad + ": a positive size such as 10Gi"), std::string::npos) << r.output;
+  }
+}
 
 // The whole path once: an online analysis with a plugin and a failing command, Pods run by the fake kubelet,
 // results and logs in the object store, under the ServiceAccount's RBAC and the restricted Pod Security.
@@ -593,6 +609,63 @@ TEST_F(KubeE2E, AHostileScriptInTheAnalysisContainerIsContained) {
   }
   EXPECT_NE(out.find("65532\n"), std::string::npos) << out;
   EXPECT_NE(out.find("CapEff:\t0000000000000000"), std::string::npos) << out;
+}
+
+// The stager and the uploader are containers of their own that hold the store; the analysis container
+// shares only the scratch volume with them, and what it leaves there is hostile data: an artifact that is a
+// link out of the allowed root is not staged; links to the image's /etc/passwd and to the store's own
+// folder, a fifo, and output.log replaced by a link are neither followed nor uploaded, and each is said in
+// the log; the honest file beside them is stored.
+TEST_F(KubeE2E, TheStagerAndUploaderFollowNoLinkTheAnalysisLeaves) {
+  if (!Containers()) GTEST_SKIP() << "needs the container kubelet (FALCON_KUBELET_RUNTIME=crun)";
+  StartSystem(1, {});
+  WaitReady(0);
+  fs::create_directories(dir_ / "links");
+  fs::permissions(dir_ / "links", fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  fs::create_symlink("/etc/passwd", dir_ / "links" / "innocent.txt");
+  CreateExp("links", "running");
+  AddArtifact("links", "file", dir_ / "links" / "innocent.txt");
+  int st;
+  Call("PATCH", "/v1/exps/links", {{"status", "completed"}}, &st);
+  ASSERT_EQ(st, 200);
+
+  CreateExp("outputs");
+  std::string id = Command("outputs", "ln -s /etc/passwd \"$FALCON_OUTPUT_DIR/passwd\"; "
+                                    "ln -s " + objects_.string() + " \"$FALCON_OUTPUT_DIR/store\"; "
+                                    "mkfifo \"$FALCON_OUTPUT_DIR/pipe\"; "
+                                    "echo before; rm -f \"$FALCON_WORK_DIR/output.log\"; "
+                                    "ln -s /etc/passwd \"$FALCON_WORK_DIR/output.log\"; echo after; "
+                                    "echo ok > \"$FALCON_OUTPUT_DIR/ok.txt\"");
+  ASSERT_TRUE(WaitStatus(id, "succeeded", 90s)) << Get(id).dump(2) << AllControllerLogs();
+  const fs::path prefix = objects_ / "analysis" / "outputs" / id;
+  std::vector<std::string> stored;
+  for (const auto& e : fs::recursive_directory_iterator(prefix)) stored.push_back(e.path().lexically_relative(prefix));
+  std::sort(stored.begin(), stored.end());
+  EXPECT_EQ(stored, (std::vector<std::string>{"ok.txt", "output.log"}));
+  EXPECT_EQ(ReadFile(prefix / "ok.txt"), "ok\n");
+  std::string log = ReadFile(prefix / "output.log");
+  EXPECT_EQ(log.find("root:x:0:0"), std::string::npos) << log;
+  EXPECT_TRUE(absl::StartsWith(log, "[falcon-runner] analysis " + id)) << "the runner's own log: " << log;
+  for (const std::string& said : {"skipped output passwd: a symbolic link", "skipped output store: a symbolic link",
+                                  "skipped output pipe: a fifo", "uploaded 1 result file(s)"}) {
+    EXPECT_NE(log.find(said), std::string::npos) << said << ":\n" << log;
+  }
+
+  std::string offline;
+  json list;
+  ASSERT_TRUE(WaitFor([&] {
+    list = Call("GET", "/v1/analyses?exp_id=links")["analyses"];
+    for (const auto& a : list) {
+      if (a["analysis_type"] == "offline" && a["status"] == "failed") offline = a["analysis_id"];
+    }
+    return !offline.empty();
+  }, 90s)) << list.dump(2) << AllControllerLogs();
+  std::string why = Get(offline)["error_message"];
+  EXPECT_NE(why.find("innocent.txt"), std::string::npos) << why;
+  EXPECT_NE(why.find("symbolic link"), std::string::npos) << why;
+  for (const auto& e : fs::recursive_directory_iterator(objects_ / "analysis")) {
+    if (e.is_regular_file()) EXPECT_EQ(ReadFile(e.path()).find("root:x:0:0"), std::string::npos) << e.path();
+  }
 }
 
 // What a node enforces around a container, in the container kubelet (docs/security.md, "Kubernetes"):
