@@ -7,7 +7,8 @@
 #   - Pod exit -> terminal record p50/p99 (status.json finished_at -> the record's final updated_at),
 #   - the controller's CPU seconds and peak RSS,
 #   - the ceiling: the same number of local Pods started C at a time without the controller.
-# Usage: bench/controller_bench.sh [BUILD_DIR] (env: N=2000 C=32 COMMAND=true)
+# Usage: bench/controller_bench.sh [BUILD_DIR] (env: N=2000 C=32 COMMAND=true; PERF_DIR=DIR samples the
+#   whole machine while the controller runs the analyses and while the bare Pods run: bench/perf_lib.sh)
 set -euo pipefail
 BUILD=${1:-$(cd "$(dirname "$0")/.." && pwd)/build}
 BIN=$BUILD/bin
@@ -27,6 +28,8 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# shellcheck source=bench/perf_lib.sh
+source "$(dirname "$0")/perf_lib.sh"
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 HTTP=$(port); AGRPC=$(port); CGRPC=$(port); CHTTP=$(port)
 mkdir -p "$WORK/objects" "$WORK/state"
@@ -44,6 +47,7 @@ for i in $(seq 100); do
   sleep 0.2
 done
 echo "controller bench: N=$N online analyses of '$COMMAND', online limit $C, $(nproc) cores"
+perf_start controller
 python3 - "$HTTP" "$N" "$COMMAND" "$WORK" "$CTL" <<'PY'
 import json, sys, time, urllib.error, urllib.request, os, concurrent.futures as cf
 from datetime import datetime
@@ -95,12 +99,15 @@ print(f"create -> RUNNING: p50 {pct(to_running, 50):.3f} s, p99 {pct(to_running,
 print(f"pod exit -> terminal record: p50 {pct(to_terminal, 50):.3f} s, p99 {pct(to_terminal, 99):.3f} s")
 print(f"controller: {cpu:.1f} CPU seconds, peak RSS {int(rss) / 1024:.1f} MiB")
 PY
+perf_stop controller
 kill $CTL; wait $CTL 2>/dev/null || true
 if [ -n "$BARE" ]; then
   mkdir -p "$WORK/bare-state"
+  perf_start bare
   echo -n "ceiling (local Pods without the controller): "
   "$BARE" --state-dir="$WORK/bare-state" --object-store="file://$WORK/objects" --bin-dir="$BIN" -n "$N" -c "$C" \
     --command="$COMMAND"
+  perf_stop bare
 else
   echo "ceiling: controller_bench_pods not built (ninja -C $BUILD controller_bench_pods)"
 fi

@@ -16,6 +16,9 @@
 #   env: N=2000 PARALLEL=16 SAMPLES=200 CPU_SECONDS=30 KUBE_QPS=0 (the controller's --kube-qps; 0 = no
 #   client-side limit; the deployed default is 20) KUBE_BURST=30 RESYNC=10 (--resync-interval)
 #   A quick run: N=200 SAMPLES=50 CPU_SECONDS=10 bench/kube_bench.sh
+#   PERF_DIR=DIR: sample the whole machine (perf record -a, cpu-clock) while the controller creates its
+#   backlog's Pods and while `curl --parallel` creates the ceiling's, and print where the CPU went per
+#   process for each (perf.controller.data, perf.curl.data and their reports are left in DIR).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -43,6 +46,8 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+# shellcheck source=bench/perf_lib.sh
+source "$ROOT/bench/perf_lib.sh"
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 FALCON_KUBELET=0 "$CP" start "$WORK/cp" >/dev/null
@@ -86,8 +91,10 @@ $HELPER submit "$HTTP" "$N"
 kill -9 "$CTL"; wait "$CTL" 2>/dev/null || true
 # The backlog: one analysis has its Pod, N-1 wait. The restarted controller admits them all at once.
 T_START=$(date +%s.%N)
+perf_start controller
 start_controller $((N + 1))
 SECS=$($HELPER wait-created "$CHTTP" $((N - 1)) 1800 "$T_START")
+perf_stop controller
 PODS=$(kubectl get pods -n bench --no-headers 2>/dev/null | wc -l)
 [ "$PODS" -eq "$N" ] || { echo "expected $N Pods in namespace bench, found $PODS" >&2; exit 1; }
 CTL_RATE=$(python3 -c "print(f'{($N - 1) / $SECS * 60:.0f}')")
@@ -125,11 +132,32 @@ echo "bare client, $PARALLEL curl processes: $M Pods in $(python3 -c "print(f'{$
 kubectl create namespace bench-curl2 >/dev/null
 kubectl label namespace bench-curl2 pod-security.kubernetes.io/enforce=restricted >/dev/null
 $HELPER curl-config "$WORK/cp" bench-curl2 "$WORK/podfiles" $M "$WORK/curl.cfg"
+perf_start curl
 T0=$(date +%s.%N)
 curl -Z --parallel-max "$PARALLEL" -K "$WORK/curl.cfg" 2>/dev/null >"$WORK/curl2.codes" || true
 T1=$(date +%s.%N)
+perf_stop curl
 check_codes "$WORK/curl2.codes"
 PAR_RATE=$(rate $M "$T0" "$T1")
 echo "bare client, one curl --parallel-max $PARALLEL: $M Pods in $(python3 -c "print(f'{$T1 - $T0:.2f}')") s = $PAR_RATE Pods/min"
+# The same again with a watch on the namespace's Pods open meanwhile, as the controller's informer keeps
+# one: what the kube-apiserver spends on delivering each new Pod to a watcher (not part of the ceiling).
+kubectl create namespace bench-curl3 >/dev/null
+kubectl label namespace bench-curl3 pod-security.kubernetes.io/enforce=restricted >/dev/null
+$HELPER curl-config "$WORK/cp" bench-curl3 "$WORK/podfiles" $M "$WORK/curl3.cfg"
+curl -sN --cacert "$PKI/ca.crt" --cert "$PKI/admin.crt" --key "$PKI/admin.key" \
+  "https://127.0.0.1:$APISERVER_PORT/api/v1/namespaces/bench-curl3/pods?watch=1" >/dev/null 2>&1 &
+WATCH=$!
+PIDS+=($WATCH)
+sleep 0.5
+perf_start curl-watched
+T0=$(date +%s.%N)
+curl -Z --parallel-max "$PARALLEL" -K "$WORK/curl3.cfg" 2>/dev/null >"$WORK/curl3.codes" || true
+T1=$(date +%s.%N)
+perf_stop curl-watched
+kill "$WATCH" 2>/dev/null || true
+check_codes "$WORK/curl3.codes"
+echo "bare client, one curl --parallel-max $PARALLEL with a watch open: $M Pods in" \
+  "$(python3 -c "print(f'{$T1 - $T0:.2f}')") s = $(rate $M "$T0" "$T1") Pods/min"
 CEILING=$((XARGS_RATE > PAR_RATE ? XARGS_RATE : PAR_RATE))
 echo "ratio controller / bare-client ceiling ($CEILING Pods/min): $(python3 -c "print(f'{$CTL_RATE / $CEILING:.2f}')")"
