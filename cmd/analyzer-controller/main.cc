@@ -18,6 +18,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "auth/token_file.h"
 #include "auth/token_secret.h"
 #include "common/clock.h"
 #include "common/grpc_keepalive.h"
@@ -54,6 +55,7 @@ using falcon::controller::ControllerConfig;
 struct Flags {
   std::string api_server;
   std::string api_token_file;
+  std::string api_credential_file;
   bool insecure_no_auth = false;
   std::string grpc_listen = "127.0.0.1:9091";
   std::string http_listen = "127.0.0.1:9092";
@@ -258,6 +260,12 @@ int main(int argc, char** argv) {
                  "the controller's API token (sent on every gRPC call; falcon-apiserver writes one at first start "
                  "with auth on: <db dir>/controller.token)")
       ->envname("FALCON_API_TOKEN_FILE");
+  app.add_option("--api-credential-file", f.api_credential_file,
+                 "a bearer token file sent to the API server instead of --api-token-file's token, read again when "
+                 "it is replaced (a projected service-account token the kubelet rotates; the API server verifies it "
+                 "with --oidc-issuer); --api-token-file then only names the token callers of this controller's "
+                 "gRPC must send")
+      ->envname("FALCON_API_CREDENTIAL_FILE");
   app.add_option("--grpc-listen", f.grpc_listen,
                  "AnalyzerControllerService address HOST:PORT; with --api-token-file only callers sending that "
                  "token are served (falcon-apiserver does); beyond loopback it is required")
@@ -520,6 +528,13 @@ int main(int argc, char** argv) {
     if (!token.ok()) return Fail(std::string(token.status().message()));
     api_options.bearer_token = *token;
     callers = falcon::auth::PeerToken(*token);
+  }
+  std::unique_ptr<falcon::auth::TokenFile> credential;
+  if (!f.api_credential_file.empty()) {
+    auto c = falcon::auth::TokenFile::Open(f.api_credential_file, "--api-credential-file", clock);
+    if (!c.ok()) return Fail(std::string(c.status().message()));
+    credential = std::move(*c);
+    api_options.bearer_token_source = [c = credential.get()] { return c->Current(); };
   }
   {
     std::string host;

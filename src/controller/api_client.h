@@ -13,6 +13,7 @@
 #include <grpcpp/security/credentials.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -79,6 +80,9 @@ struct GrpcApiClientOptions {
   // Sent on every call as metadata "authorization: Bearer TOKEN" when not empty: the controller identity
   // (--api-token-file) that the API server requires for record writes and AcquireLeaderEpoch.
   std::string bearer_token;
+  // When set, asked on every call instead of `bearer_token` (--api-credential-file: a token file that is
+  // replaced while the controller runs, auth/token_file.h).
+  std::function<std::string()> bearer_token_source;
   // TLS to the API server (--api-ca-file, optional client certificate; tls/grpc_credentials.h); null:
   // plaintext. `tls_server_name`: the name the server's certificate must carry when it is not the target's host.
   std::shared_ptr<grpc::ChannelCredentials> credentials;

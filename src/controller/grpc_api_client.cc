@@ -176,7 +176,8 @@ class GrpcApiClient : public ApiClient {
 
  private:
   void Authorize(grpc::ClientContext& ctx) const {
-    if (!options_.bearer_token.empty()) ctx.AddMetadata("authorization", "Bearer " + options_.bearer_token);
+    const std::string token = options_.bearer_token_source ? options_.bearer_token_source() : options_.bearer_token;
+    if (!token.empty()) ctx.AddMetadata("authorization", "Bearer " + token);
   }
   // Runs `fn` with a fresh context per attempt; retries UNAVAILABLE (any call: the server did not act on
   // it, or the write is idempotent at the store level) and DEADLINE_EXCEEDED on reads.

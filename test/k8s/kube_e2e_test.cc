@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -203,6 +204,86 @@ TEST_F(KubeE2E, AnInvalidVolumeSizeLimitStopsTheControllerAtStart) {
     EXPECT_FALSE(r.timed_out) << bad;
     EXPECT_NE(r.code, 0) << bad << ":\n" << r.output;
     EXPECT_NE(r.output.find(bad + ": a positive size such as 10Gi"), std::string::npos) << r.output;
+  }
+}
+
+// The controller's identity on a cluster: a service-account token from the TokenRequest API (what a
+// projected volume holds), sent with --api-credential-file and verified by falcon-apiserver against the
+// kube-apiserver's own issuer (discovery + JWKS, --oidc-issuer). Only the account the policy binds to role
+// controller may take the epoch: started with another account's token the controller is refused and stays
+// unready; when the file is replaced by the right token (as the kubelet rotates it) the controller reads it
+// again and runs analyses, and the other account's token still cannot take an epoch.
+TEST_F(KubeE2E, TheControllerAuthenticatesWithAServiceAccountTokenThatIsReplacedWhileItRuns) {
+  json crb = {{"apiVersion", "rbac.authorization.k8s.io/v1"},
+              {"kind", "ClusterRoleBinding"},
+              {"metadata", {{"name", "falcon-e2e-oidc-discovery"}}},
+              {"roleRef", {{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "ClusterRole"},
+                           {"name", "system:service-account-issuer-discovery"}}},
+              {"subjects", {{{"apiGroup", "rbac.authorization.k8s.io"}, {"kind", "Group"},
+                             {"name", "system:unauthenticated"}}}}};
+  auto made = cp_->admin().Post("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", crb);
+  ASSERT_TRUE(made.ok() || made.status().code() == absl::StatusCode::kAlreadyExists) << made.status();
+  auto sa_token = [&](const std::string& name) -> std::string {
+    json sa = {{"apiVersion", "v1"}, {"kind", "ServiceAccount"}, {"metadata", {{"name", name}}}};
+    auto c = cp_->admin().Post("/api/v1/namespaces/" + ns_ + "/serviceaccounts", sa);
+    EXPECT_TRUE(c.ok() || c.status().code() == absl::StatusCode::kAlreadyExists) << c.status();
+    json tr = {{"apiVersion", "authentication.k8s.io/v1"}, {"kind", "TokenRequest"},
+               {"spec", {{"audiences", {"falcon"}}, {"expirationSeconds", 600}}}};
+    auto r = cp_->admin().Post("/api/v1/namespaces/" + ns_ + "/serviceaccounts/" + name + "/token", tr);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? (*r)["status"].value("token", "") : "";
+  };
+  const std::string mine = sa_token("falcon-controller"), other = sa_token("someone-else");
+  ASSERT_FALSE(mine.empty());
+  ASSERT_FALSE(other.empty());
+
+  falcon::testsupport::WriteFile(dir_ / "policy.yaml", "bindings:\n- role: controller\n  users: [system:serviceaccount:" +
+                                                       ns_ + ":falcon-controller]\n");
+  const std::string issuer = "https://127.0.0.1:" + cp_->Env("APISERVER_PORT") + "/";
+  apiserver_flags_ = {"--auth=on",
+                      "--admin-token-file=" + (dir_ / "admin.token").string(),
+                      "--controller-token-file=" + (dir_ / "controller.token").string(),
+                      "--policy-file=" + (dir_ / "policy.yaml").string(),
+                      "--oidc-issuer=" + issuer + ",audience=falcon,kubernetes-service-accounts=true,ca-file=" +
+                          cp_->dir() + "/pki/ca.crt"};
+  const fs::path credential = dir_ / "sa-token";
+  falcon::testsupport::WriteFile(credential, other);
+  StartSystem(1, {"--api-token-file=" + (dir_ / "controller.token").string(),
+                  "--api-credential-file=" + credential.string()});
+  bearer_token_ = ReadFile(dir_ / "admin.token");
+  while (!bearer_token_.empty() && std::isspace(static_cast<unsigned char>(bearer_token_.back()))) bearer_token_.pop_back();
+
+  // Another account's token: the API server knows who it is and refuses it the controller's calls.
+  ASSERT_TRUE(WaitFor([&] { return controllers_[0].proc->Log().find("PERMISSION_DENIED") != std::string::npos ||
+                                   controllers_[0].proc->Log().find("needs role controller") != std::string::npos; },
+                      30s)) << controllers_[0].proc->Log();
+  EXPECT_NE(HttpStatus(controllers_[0].http_port, "/readyz"), 200);
+
+  // Replaced the way the kubelet replaces a projected token: a new file renamed over the old.
+  falcon::testsupport::WriteFile(dir_ / "sa-token.new", mine);
+  fs::rename(dir_ / "sa-token.new", credential);
+  ASSERT_TRUE(WaitFor([&] { return HttpStatus(controllers_[0].http_port, "/readyz") == 200; }, 60s))
+      << controllers_[0].proc->Log();
+  EXPECT_NE(controllers_[0].proc->Log().find("--api-credential-file " + credential.string() + ": read the replaced token"),
+            std::string::npos) << controllers_[0].proc->Log();
+  CreateExp("sa");
+  std::string id = Command("sa", "echo hello > \"$FALCON_OUTPUT_DIR/r.txt\"");
+  ASSERT_TRUE(WaitStatus(id, "succeeded", 60s)) << Get(id).dump(2) << AllControllerLogs();
+  EXPECT_EQ(ReadFile(objects_ / "analysis" / "sa" / id / "r.txt"), "hello\n");
+
+  // The other account, calling the API server's gRPC itself, cannot take an epoch or write a record.
+  falcon::SystemClock clock;
+  falcon::SystemRandom random;
+  falcon::controller::GrpcApiClientOptions opts;
+  opts.bearer_token = other;
+  auto api = falcon::controller::NewGrpcApiClient("127.0.0.1:" + std::to_string(api_grpc_port_), clock, random, opts);
+  auto epoch = api->AcquireLeaderEpoch("analyzer-controller", "intruder");
+  EXPECT_EQ(epoch.status().code(), absl::StatusCode::kPermissionDenied) << epoch.status();
+  EXPECT_NE(std::string(epoch.status().message()).find("needs role controller"), std::string::npos) << epoch.status();
+  // The audit trail names each account: the controller's record writes, the other account's denials.
+  for (const std::string& who : {"falcon-controller", "someone-else"}) {
+    json events = Call("GET", "/v1/audit?user=system:serviceaccount:" + ns_ + ":" + who);
+    EXPECT_FALSE(events.value("events", json::array()).empty()) << who << ": " << events.dump(2);
   }
 }
 
