@@ -29,7 +29,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "common/clock.h"
 #include "controller/api_client.h"
@@ -726,7 +725,10 @@ TEST_F(KubeE2E, TheStagerAndUploaderFollowNoLinkTheAnalysisLeaves) {
   EXPECT_EQ(ReadFile(prefix / "ok.txt"), "ok\n");
   std::string log = ReadFile(prefix / "output.log");
   EXPECT_EQ(log.find("root:x:0:0"), std::string::npos) << log;
-  EXPECT_TRUE(absl::StartsWith(log, "[falcon-runner] analysis " + id)) << "the runner's own log: " << log;
+  // The uploader's own lines; the stager's lines before them are there unless the analysis container
+  // replaced output.log before the uploader sidecar opened it (nothing makes the analysis wait for that:
+  // docs/security.md "Kubernetes").
+  EXPECT_NE(log.find("[falcon-runner] "), std::string::npos) << log;
   for (const std::string& said : {"skipped output passwd: a symbolic link", "skipped output store: a symbolic link",
                                   "skipped output pipe: a fifo", "uploaded 1 result file(s)"}) {
     EXPECT_NE(log.find(said), std::string::npos) << said << ":\n" << log;
