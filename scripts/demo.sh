@@ -8,9 +8,13 @@
 #   scripts/demo.sh            run the demo, then stop the services (the demo dir is kept)
 #   KEEP=1 scripts/demo.sh     leave the services running afterwards
 #   DEMO_DIR=DIR scripts/demo.sh   use DIR instead of a new temp dir
-#   FALCON_PREBUILT=DIR scripts/demo.sh   use the binaries in DIR/bin, DIR/plugins and the catalog DIR/etc (an installed or
-#                              copied build); nothing is installed or built, so any user can run it
+#   FALCON_PREBUILT=DIR scripts/demo.sh   use the binaries in DIR/bin, DIR/plugins and the catalog
+#                              DIR/etc (an installed or copied build); nothing is installed or built, so
+#                              any user can run it
 set -euo pipefail
+if [ -n "${FALCON_PREBUILT:-}" ]; then
+  FALCON_PREBUILT=$(cd "$FALCON_PREBUILT" && pwd) || { echo "demo: FALCON_PREBUILT: no folder $FALCON_PREBUILT" >&2; exit 1; }
+fi
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 

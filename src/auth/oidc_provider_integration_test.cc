@@ -7,6 +7,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <optional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -17,6 +19,7 @@
 #include "auth/oidc_authenticator.h"
 #include "auth/testing/test_tokens.h"
 #include "net/http_client.h"
+#include "net/url.h"
 #include "support/process.h"
 
 namespace falcon::auth {
@@ -399,6 +402,87 @@ TEST_F(OidcProviderTest, TheProvidersTokensThroughFalconApiserverAndTheCli) {
   EXPECT_NE(cli_bad.code, 0) << cli_bad.output;
   EXPECT_THAT(cli_bad.output, HasSubstr("not authenticated")) << cli_bad.output;
   EXPECT_THAT(cli_bad.output, HasSubstr("audience")) << "the server's reason reaches the user";
+  server.Stop();
+  if (!HasFailure()) std::filesystem::remove_all(dir);
+}
+
+// `falcon login` against the real provider: the device authorization grant (RFC 8628) of its public client
+// falcon-cli, the issuer's private CA given with --issuer-certificate-authority. The user approves the code
+// the CLI shows; the CLI keeps the id_token, and the next command presents it to falcon-apiserver, which
+// verifies it against the same issuer. A refused code fails the login, saying so.
+TEST_F(OidcProviderTest, FalconLoginSignsInWithTheDeviceFlowAndTheServerAcceptsTheToken) {
+  char tmpl[] = "/tmp/falcon-oidc-login-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  std::ofstream(dir + "/policy.yaml") << "bindings:\n- role: viewer\n  users: [oidc:test-user@zitadel.ch]\n";
+  const int http = testsupport::FreePort(), grpc = testsupport::FreePort();
+  const std::string bin = FALCON_BIN_DIR;
+  testsupport::Process server(
+      {bin + "/falcon-apiserver", "--db=sqlite://" + dir + "/falcon.db", "--object-store=file://" + dir + "/objects",
+       "--http-listen=127.0.0.1:" + std::to_string(http), "--grpc-listen=127.0.0.1:" + std::to_string(grpc),
+       "--controller-addr=127.0.0.1:1", "--auth=on", "--admin-token-file=" + dir + "/admin.token",
+       "--oidc-issuer=" + provider_->issuer() + ",audience=falcon-cli,username-claim=email,username-prefix=oidc:,"
+           "groups-claim=groups,ca-file=" + provider_->ca_file(),
+       "--policy-file=" + dir + "/policy.yaml"},
+      dir + "/apiserver.log");
+  const std::string base = "http://127.0.0.1:" + std::to_string(http);
+  const std::map<std::string, std::string> env = {{"HOME", dir}, {"FALCON_SERVER", base},
+                                                  {"XDG_CONFIG_HOME", dir + "/config"},
+                                                  {"XDG_CACHE_HOME", dir + "/cache"}};
+  net::HttpClient plain{net::ClientOptions{}};
+  bool ready = false;
+  for (int i = 0; i < 150 && !ready; ++i) {
+    net::HttpRequest req;
+    req.url = base + "/readyz";
+    auto r = plain.Send(req);
+    ready = r.ok() && r->status == 200;
+    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_TRUE(ready) << server.LogTail();
+
+  // Starts `falcon login` and answers for the user at the provider (approve or deny) once the code is shown.
+  auto login = [&](bool approve, const std::string& log) -> std::pair<int, std::string> {
+    testsupport::Subprocess::Options o;
+    o.env = env;
+    testsupport::Subprocess cli({bin + "/falcon", "login", "--issuer", provider_->issuer(), "--client-id", "falcon-cli",
+                                 "--issuer-certificate-authority", provider_->ca_file()},
+                                dir + "/" + log, o);
+    std::string code;
+    for (int i = 0; i < 200 && code.empty(); ++i) {
+      const std::string out = cli.Log();
+      const size_t at = out.find("enter the code ");
+      if (at != std::string::npos) {
+        const size_t end = out.find('\n', at);
+        if (end != std::string::npos) code = out.substr(at + 15, end - at - 15);
+      }
+      if (code.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_FALSE(code.empty()) << cli.Log();
+    net::HttpRequest req;
+    req.method = "POST";
+    req.url = provider_->issuer() + (approve ? "/test/approve" : "/test/deny") + "?user_code=" + net::PercentEncode(code);
+    req.timeout = std::chrono::seconds(10);
+    net::ClientOptions co;
+    co.tls.ca_pem = ReadAll(provider_->ca_file());
+    net::HttpClient issuer_http(co);
+    auto r = issuer_http.Send(req);
+    EXPECT_TRUE(r.ok() && r->status == 204) << (r.ok() ? r->body : std::string(r.status().message()));
+    std::optional<int> rc = cli.Wait(std::chrono::seconds(30));
+    return {rc.value_or(-2), cli.Log()};
+  };
+
+  auto [denied_rc, denied_out] = login(false, "login-denied.log");
+  EXPECT_NE(denied_rc, 0) << denied_out;
+  EXPECT_THAT(denied_out, HasSubstr("the sign-in was refused")) << denied_out;
+
+  auto [rc, out] = login(true, "login.log");
+  ASSERT_EQ(rc, 0) << out;
+  testsupport::Subprocess::Options o;
+  o.env = env;
+  auto who = Subprocess::Run({bin + "/falcon", "whoami"}, std::chrono::seconds(30), o);
+  EXPECT_EQ(who.code, 0) << who.output << server.LogTail();
+  EXPECT_THAT(who.output, HasSubstr("oidc:test-user@zitadel.ch")) << who.output;
+  EXPECT_THAT(who.output, HasSubstr("viewer")) << who.output;
   server.Stop();
   if (!HasFailure()) std::filesystem::remove_all(dir);
 }

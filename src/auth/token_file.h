@@ -28,7 +28,7 @@ class TokenFile {
                                                          std::chrono::milliseconds check_interval = std::chrono::seconds(10));
   // The token now (re-read first when the interval has passed and the file changed).
   std::string Current();
-  // How many times a changed file was taken (for tests and /metrics).
+  // How many times a replaced file gave a new token.
   int reloads() const;
 
  private:

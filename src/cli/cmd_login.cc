@@ -2,6 +2,7 @@
 // context's cache (0600) and records the issuer in the context, so later commands present the token.
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <memory>
 
 #include "cli/commands.h"
@@ -13,7 +14,7 @@ namespace falcon::cli {
 namespace {
 
 struct LoginOptions {
-  std::string issuer, client_id, scope = "openid email profile offline_access";
+  std::string issuer, client_id, scope = "openid email profile offline_access", issuer_ca;
   bool access_token = false;
 };
 
@@ -27,7 +28,15 @@ int Login(Context& ctx, const LoginOptions& o) {
   // The context to sign in: --context / FALCON_CONTEXT / current-context, else a new "default" for the
   // server chosen now.
   std::string name = conn->context.empty() ? "default" : conn->context;
-  net::HttpClient http;
+  net::ClientOptions http_options;
+  std::string issuer_ca;
+  if (!o.issuer_ca.empty()) {
+    issuer_ca = std::filesystem::absolute(o.issuer_ca).lexically_normal().string();
+    auto pem = ReadCaFile(issuer_ca, "--issuer-certificate-authority");
+    if (!pem.ok()) return ctx.Fail(pem.status());
+    http_options.tls.ca_pem = *pem;
+  }
+  net::HttpClient http(http_options);
   DeviceFlowOptions flow;
   flow.issuer = o.issuer;
   flow.client_id = o.client_id;
@@ -53,7 +62,7 @@ int Login(Context& ctx, const LoginOptions& o) {
               << (c->exec ? "exec plugin" : "token") << ".\n";
   }
   c->token.clear(), c->token_file.clear(), c->exec.reset();
-  c->login = LoginConfig{tokens->issuer, tokens->client_id, o.access_token};
+  c->login = LoginConfig{tokens->issuer, tokens->client_id, o.access_token, issuer_ca};
   if (cfg->current_context.empty()) cfg->current_context = name;
   if (absl::Status s = SaveConfig(*cfg); !s.ok()) return ctx.Fail(s);
   ctx.out() << "Logged in at " << tokens->issuer << "; context " << name << " uses the "
@@ -74,6 +83,10 @@ void RegisterLoginCommand(CLI::App& app, Context& ctx) {
       ->type_name("ID");
   c->add_option("--scope", o->scope, "Scopes to ask for")->default_str("openid email profile offline_access");
   c->add_flag("--use-access-token", o->access_token, "Present the access token instead of the id_token");
+  c->add_option("--issuer-certificate-authority", o->issuer_ca,
+                "PEM file of the CAs that sign the issuer's certificate (default: the system's); kept in the context "
+                "for refreshing the token")
+      ->type_name("FILE");
   c->footer(
       "Examples:\n  falcon login --issuer https://dex.example.com --client-id falcon-cli\n"
       "  falcon --context prod login --issuer https://accounts.example.com --client-id falcon --use-access-token");

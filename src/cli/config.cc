@@ -110,6 +110,7 @@ absl::StatusOr<ContextConfig> ParseContext(const std::string& path, const YAML::
       return Bad(path, l, "`login.token` must be id_token or access_token");
     }
     login.access_token = use == "access_token";
+    FALCON_ASSIGN_OR_RETURN(login.certificate_authority, Scalar(path, l, "certificate-authority"));
     if (login.issuer.empty() || login.client_id.empty()) {
       return Bad(path, l, "`login` needs `issuer:` and `client-id:` (as given to falcon login)");
     }
@@ -200,6 +201,18 @@ absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const std::st
                                         std::to_string(kMaxConfigFileBytes) + " bytes");
   }
   return data;
+}
+
+absl::StatusOr<std::string> ReadCaFile(const std::string& path, const std::string& source) {
+  auto pem = ReadSmallFile(path, "CA file");
+  if (!pem.ok()) {
+    return absl::Status(pem.status().code(), std::string(pem.status().message()) + "; it was named by " + source);
+  }
+  if (pem->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    return absl::InvalidArgumentError("CA file " + path + " (from " + source +
+                                      ") holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
+  }
+  return pem;
 }
 
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& source) {
@@ -297,6 +310,7 @@ std::string ConfigYaml(const ConfigFile& config, bool redact) {
       n["login"]["issuer"] = c.login->issuer;
       n["login"]["client-id"] = c.login->client_id;
       if (c.login->access_token) n["login"]["token"] = "access_token";
+      if (!c.login->certificate_authority.empty()) n["login"]["certificate-authority"] = c.login->certificate_authority;
     }
     root["contexts"].push_back(n);
   }

@@ -60,6 +60,7 @@ struct LoginConfig {
   std::string issuer;
   std::string client_id;
   bool access_token = false;  // present the access token instead of the id_token
+  std::string certificate_authority;  // PEM file of the issuer's CAs (falcon login --issuer-certificate-authority); "": the system's
 };
 
 struct ContextConfig {
@@ -156,6 +157,9 @@ absl::StatusOr<Connection> ResolveConnection(const ConnectionFlags& flags, const
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path, const std::string& source);
 // Reads a whole small file (at most kMaxConfigFileBytes), naming `what` in errors.
 absl::StatusOr<std::string> ReadSmallFile(const std::string& path, const std::string& what);
+// Reads a CA file: its PEM certificates. Errors name the file and `source` (who named it); INVALID_ARGUMENT
+// when it holds no PEM certificate.
+absl::StatusOr<std::string> ReadCaFile(const std::string& path, const std::string& source);
 // "~/x" -> "$HOME/x".
 std::string ExpandHome(const std::string& path, const EnvLookup& env);
 

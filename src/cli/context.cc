@@ -46,15 +46,7 @@ absl::StatusOr<ApiClient*> Context::Client() {
   ClientOptions options = io_.client_options;
   options.config_path = conn.config_path;
   if (!conn.ca_file.empty()) {
-    auto pem = ReadSmallFile(conn.ca_file, "CA file");
-    if (!pem.ok()) {
-      return absl::Status(pem.status().code(), std::string(pem.status().message()) + "; it was named by " + conn.ca_source);
-    }
-    options.ca_pem = std::move(*pem);
-    if (options.ca_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
-      return absl::InvalidArgumentError("CA file " + conn.ca_file + " (from " + conn.ca_source +
-                                        ") holds no PEM certificate (-----BEGIN CERTIFICATE-----)");
-    }
+    FALCON_ASSIGN_OR_RETURN(options.ca_pem, ReadCaFile(conn.ca_file, conn.ca_source));
   }
   if (!conn.client_cert_file.empty()) {
     for (auto [file, what, marker, out] :
@@ -83,7 +75,12 @@ absl::StatusOr<ApiClient*> Context::Client() {
     if (!own_runner_) own_runner_ = MakeProcessRunner();
     runner = own_runner_.get();
   }
-  net::HttpClient issuer_http;
+  net::ClientOptions issuer_options;
+  if (conn.kind == CredentialKind::kLogin && !conn.login.certificate_authority.empty()) {
+    FALCON_ASSIGN_OR_RETURN(issuer_options.tls.ca_pem,
+                            ReadCaFile(conn.login.certificate_authority, "the context's login.certificate-authority"));
+  }
+  net::HttpClient issuer_http(issuer_options);
   CredentialProvider credentials(*runner, *io_.clock, CacheDir(), io_.exec_limits,
                                  [&](const LoginTokens& t) { return RefreshLogin(issuer_http, *io_.clock, t); });
   FALCON_ASSIGN_OR_RETURN(options.bearer_token, credentials.Token(conn));

@@ -8,8 +8,15 @@
 //	                                    tokens to the clients below (HTTP Basic client authentication)
 //	POST /test/rotate?alg=RS256|ES256   test only: a new signing key (new kid) signs from now on; the
 //	                                    earlier keys stay published unless &drop=1
+//	/device_authorization               the device authorization grant (RFC 8628) for the public client
+//	                                    falcon-cli, as `falcon login` uses it
+//	POST /test/approve?user_code=CODE   test only: the user approves the device code (as user id1)
+//	POST /test/deny?user_code=CODE      test only: the user refuses it
 //
 // Clients (id / secret: audience, lifetime, claims):
+//
+//	falcon-cli (public, device grant):  the id_token's aud [falcon-cli], 5 min, the approving user's claims
+//	                                    (the example user id1: email test-user@zitadel.ch)
 //
 //	falcon-test / falcon-test-secret:   aud [falcon], 5 min, email robot@example.test, groups [falcon-admins team-a]
 //	other-audience / other-secret:      aud [not-falcon], 5 min
@@ -127,6 +134,21 @@ var testClients = []*testClient{
 		claims: map[string]any{"email": "short@example.test"}},
 }
 
+// deviceClient is the CLI's public client: the device grant (and refresh tokens), no secret.
+type deviceClient struct{ *testClient }
+
+func (c *deviceClient) ApplicationType() op.ApplicationType { return op.ApplicationTypeNative }
+func (c *deviceClient) AuthMethod() oidc.AuthMethod         { return oidc.AuthMethodNone }
+func (c *deviceClient) GrantTypes() []oidc.GrantType {
+	return []oidc.GrantType{oidc.GrantTypeDeviceCode, oidc.GrantTypeRefreshToken}
+}
+func (c *deviceClient) AccessTokenType() op.AccessTokenType { return op.AccessTokenTypeBearer }
+
+// The id_token carries the user's claims (email) even though an access token is issued with it.
+func (c *deviceClient) IDTokenUserinfoClaimsAssertion() bool { return true }
+
+var cliClient = &deviceClient{&testClient{id: "falcon-cli", lifetime: 5 * time.Minute}}
+
 // testStorage is the example storage with this program's keys and clients: everything the
 // client_credentials grant and discovery touch is overridden here.
 type testStorage struct {
@@ -197,6 +219,13 @@ func (s *testStorage) CreateAccessToken(_ context.Context, req op.TokenRequest) 
 	return uuid.NewString(), time.Now().Add(lifetime), nil
 }
 
+func (s *testStorage) GetClientByClientID(ctx context.Context, id string) (op.Client, error) {
+	if id == cliClient.id {
+		return cliClient, nil
+	}
+	return s.Storage.GetClientByClientID(ctx, id)
+}
+
 func (s *testStorage) GetPrivateClaimsFromScopes(_ context.Context, _, clientID string, _ []string) (map[string]any, error) {
 	if c, ok := s.clients[clientID]; ok {
 		return c.claims, nil
@@ -254,6 +283,9 @@ func main() {
 	if err != nil {
 		log.Fatalf("oidc-provider: key: %v", err)
 	}
+	// The example storage keeps device codes only for clients it knows; the client itself is cliClient
+	// (testStorage.GetClientByClientID).
+	storage.RegisterClients(storage.NativeClient(cliClient.id))
 	st := &testStorage{
 		Storage: storage.NewStorage(storage.NewUserStore(issuer)),
 		current: first,
@@ -268,7 +300,9 @@ func main() {
 		log.Fatalf("oidc-provider: random: %v", err)
 	}
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	provider, err := op.NewProvider(&op.Config{CryptoKey: cryptoKey, CryptoKeyId: "falcon-test"}, st,
+	provider, err := op.NewProvider(&op.Config{CryptoKey: cryptoKey, CryptoKeyId: "falcon-test",
+		DeviceAuthorization: op.DeviceAuthorizationConfig{Lifetime: 5 * time.Minute, PollInterval: time.Second,
+			UserFormPath: "/device", UserCode: op.UserCodeBase20}}, st,
 		op.StaticIssuer(issuer), op.WithLogger(logger))
 	if err != nil {
 		log.Fatalf("oidc-provider: provider: %v", err)
@@ -292,6 +326,33 @@ func main() {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{"kid": k.id, "alg": string(k.alg)})
 	})
+	// The user's answer on the verification page, as a test drives it.
+	device := func(approve bool) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			if r.Method != http.MethodPost {
+				http.Error(w, "POST only", http.StatusMethodNotAllowed)
+				return
+			}
+			code := r.URL.Query().Get("user_code")
+			_, err := st.Storage.GetDeviceAuthorizationByUserCode(r.Context(), code)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusNotFound)
+				return
+			}
+			if approve {
+				err = st.Storage.CompleteDeviceAuthorization(r.Context(), code, "id1")
+			} else {
+				err = st.Storage.DenyDeviceAuthorization(r.Context(), code)
+			}
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusNotFound)
+				return
+			}
+			w.WriteHeader(http.StatusNoContent)
+		}
+	}
+	mux.HandleFunc("/test/approve", device(true))
+	mux.HandleFunc("/test/deny", device(false))
 	mux.Handle("/", provider)
 
 	cert, certPEM, err := selfSigned()
