@@ -144,6 +144,35 @@ class OidcProviderTest : public ::testing::Test {
     options_.ca_file = provider_->ca_file();
   }
 
+  // falcon-apiserver with access control on, trusting the provider's tokens for `audience` (the username is
+  // the email claim, prefixed oidc:; groups from the groups claim), roles from DIR/policy.yaml, its HTTP API
+  // on `http`. Null, with a test failure, when it is not ready within 15 s.
+  static std::unique_ptr<testsupport::Process> StartApiserver(const std::string& dir, const std::string& audience,
+                                                              int http) {
+    const std::string bin = FALCON_BIN_DIR;
+    auto server = std::make_unique<testsupport::Process>(
+        std::vector<std::string>{
+            bin + "/falcon-apiserver", "--db=sqlite://" + dir + "/falcon.db", "--object-store=file://" + dir + "/objects",
+            "--http-listen=127.0.0.1:" + std::to_string(http),
+            "--grpc-listen=127.0.0.1:" + std::to_string(testsupport::FreePort()), "--controller-addr=127.0.0.1:1",
+            "--auth=on", "--admin-token-file=" + dir + "/admin.token",
+            "--oidc-issuer=" + provider_->issuer() + ",audience=" + audience +
+                ",username-claim=email,username-prefix=oidc:,groups-claim=groups,ca-file=" + provider_->ca_file(),
+            "--policy-file=" + dir + "/policy.yaml"},
+        dir + "/apiserver.log");
+    net::HttpClient plain{net::ClientOptions{}};
+    for (int i = 0; i < 150; ++i) {
+      net::HttpRequest req;
+      req.url = "http://127.0.0.1:" + std::to_string(http) + "/readyz";
+      req.timeout = std::chrono::seconds(2);
+      auto r = plain.Send(req);
+      if (r.ok() && r->status == 200) return server;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ADD_FAILURE() << "falcon-apiserver not ready within 15 s:\n" << server->LogTail();
+    return nullptr;
+  }
+
   std::unique_ptr<OidcAuthenticator> Make(Clock& clock) {
     auto a = OidcAuthenticator::Create(options_, clock);
     EXPECT_TRUE(a.ok()) << a.status();
@@ -327,16 +356,11 @@ TEST_F(OidcProviderTest, TheProvidersTokensThroughFalconApiserverAndTheCli) {
   const std::string dir = tmpl;
   const std::string policy = dir + "/policy.yaml";
   std::ofstream(policy) << "bindings:\n- role: viewer\n  groups: [team-a]\n";
-  const int http = testsupport::FreePort(), grpc = testsupport::FreePort();
+  const int http = testsupport::FreePort();
   const std::string bin = FALCON_BIN_DIR;
-  testsupport::Process server(
-      {bin + "/falcon-apiserver", "--db=sqlite://" + dir + "/falcon.db", "--object-store=file://" + dir + "/objects",
-       "--http-listen=127.0.0.1:" + std::to_string(http), "--grpc-listen=127.0.0.1:" + std::to_string(grpc),
-       "--controller-addr=127.0.0.1:1", "--auth=on", "--admin-token-file=" + dir + "/admin.token",
-       "--oidc-issuer=" + provider_->issuer() + ",audience=falcon,username-claim=email,username-prefix=oidc:,"
-           "groups-claim=groups,ca-file=" + provider_->ca_file(),
-       "--policy-file=" + policy},
-      dir + "/apiserver.log");
+  auto server_ptr = StartApiserver(dir, "falcon", http);
+  ASSERT_NE(server_ptr, nullptr);
+  testsupport::Process& server = *server_ptr;
   net::HttpClient client{net::ClientOptions{}};
   const std::string base = "http://127.0.0.1:" + std::to_string(http);
   auto call = [&](const std::string& method, const std::string& path, const std::string& token,
@@ -351,13 +375,6 @@ TEST_F(OidcProviderTest, TheProvidersTokensThroughFalconApiserverAndTheCli) {
     auto r = client.Send(req);
     return r.ok() ? *r : net::HttpResponse{};
   };
-  bool ready = false;
-  for (int i = 0; i < 150 && !ready; ++i) {
-    ready = call("GET", "/readyz", "").status == 200;
-    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(ready) << server.LogTail();
-
   const std::string token = provider_->Token();
   net::HttpResponse who = call("GET", "/v1/whoami", token);
   ASSERT_EQ(who.status, 200) << who.body << server.LogTail();
@@ -415,31 +432,15 @@ TEST_F(OidcProviderTest, FalconLoginSignsInWithTheDeviceFlowAndTheServerAcceptsT
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
   std::ofstream(dir + "/policy.yaml") << "bindings:\n- role: viewer\n  users: [oidc:test-user@zitadel.ch]\n";
-  const int http = testsupport::FreePort(), grpc = testsupport::FreePort();
+  const int http = testsupport::FreePort();
   const std::string bin = FALCON_BIN_DIR;
-  testsupport::Process server(
-      {bin + "/falcon-apiserver", "--db=sqlite://" + dir + "/falcon.db", "--object-store=file://" + dir + "/objects",
-       "--http-listen=127.0.0.1:" + std::to_string(http), "--grpc-listen=127.0.0.1:" + std::to_string(grpc),
-       "--controller-addr=127.0.0.1:1", "--auth=on", "--admin-token-file=" + dir + "/admin.token",
-       "--oidc-issuer=" + provider_->issuer() + ",audience=falcon-cli,username-claim=email,username-prefix=oidc:,"
-           "groups-claim=groups,ca-file=" + provider_->ca_file(),
-       "--policy-file=" + dir + "/policy.yaml"},
-      dir + "/apiserver.log");
+  auto server_ptr = StartApiserver(dir, "falcon-cli", http);
+  ASSERT_NE(server_ptr, nullptr);
+  testsupport::Process& server = *server_ptr;
   const std::string base = "http://127.0.0.1:" + std::to_string(http);
   const std::map<std::string, std::string> env = {{"HOME", dir}, {"FALCON_SERVER", base},
                                                   {"XDG_CONFIG_HOME", dir + "/config"},
                                                   {"XDG_CACHE_HOME", dir + "/cache"}};
-  net::HttpClient plain{net::ClientOptions{}};
-  bool ready = false;
-  for (int i = 0; i < 150 && !ready; ++i) {
-    net::HttpRequest req;
-    req.url = base + "/readyz";
-    auto r = plain.Send(req);
-    ready = r.ok() && r->status == 200;
-    if (!ready) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  ASSERT_TRUE(ready) << server.LogTail();
-
   // Starts `falcon login` and answers for the user at the provider (approve or deny) once the code is shown.
   auto login = [&](bool approve, const std::string& log) -> std::pair<int, std::string> {
     testsupport::Subprocess::Options o;
